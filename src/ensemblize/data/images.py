@@ -1,0 +1,318 @@
+"""Image data that works offline: scikit-learn's bundled digits, and CIFAR-10/100 from disk.
+
+* :func:`load_digits` — the 1,797 real 8×8 handwritten digits that ship with scikit-learn.
+* :func:`load_cifar` — CIFAR-10 or CIFAR-100 from a folder the user already has (no download). Both
+  official on-disk formats are read: the binary version (``cifar-10-batches-bin``: raw bytes, read
+  with NumPy) and the python version (``cifar-10-batches-py`` / ``cifar-100-python``). The python
+  version is a pickle; it is read with a *restricted* unpickler that only admits the builtins and the
+  two NumPy array constructors those files contain, so a tampered file cannot run code.
+
+Both return an :class:`ImageSplits` with a seeded, stratified train/val/test split and inputs
+normalised with the *train* split's per-channel mean and standard deviation.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.model_selection import train_test_split
+from torch import Tensor
+
+from .._checks import check_fraction
+
+__all__ = ["ImageSplits", "load_digits", "load_cifar", "load_images", "split_and_normalize"]
+
+
+@dataclass
+class ImageSplits:
+    """Train / validation / test images, normalised with the train split's statistics.
+
+    ``x_*`` are float32 tensors ``(N, C, H, W)`` in normalised units; ``y_*`` int64 labels in
+    ``[0, num_classes)``. ``mean`` and ``std`` are per-channel ``(C,)`` tensors of the [0, 1]-scaled
+    train pixels; :meth:`normalize` / :meth:`denormalize` move between [0, 1] pixels and model inputs.
+    """
+
+    name: str
+    x_train: Tensor
+    y_train: Tensor
+    x_val: Tensor
+    y_val: Tensor
+    x_test: Tensor
+    y_test: Tensor
+    mean: Tensor
+    std: Tensor
+    num_classes: int
+    class_names: tuple[str, ...]
+
+    @property
+    def in_channels(self) -> int:
+        return int(self.x_train.shape[1])
+
+    @property
+    def image_size(self) -> int:
+        return int(self.x_train.shape[-1])
+
+    def normalize(self, x01: Tensor | np.ndarray) -> Tensor:
+        """[0, 1] pixels ``(N, C, H, W)`` -> model inputs."""
+        x = torch.as_tensor(x01, dtype=torch.float32)
+        return (x - self.mean.view(1, -1, 1, 1)) / self.std.view(1, -1, 1, 1)
+
+    def denormalize(self, x: Tensor) -> Tensor:
+        """Model inputs -> [0, 1] pixels (not clipped)."""
+        return x * self.std.view(1, -1, 1, 1) + self.mean.view(1, -1, 1, 1)
+
+    def describe(self) -> str:
+        return (
+            f"{self.name}: {self.in_channels}×{self.image_size}×{self.image_size}, {self.num_classes} classes, "
+            f"train/val/test = {len(self.y_train)}/{len(self.y_val)}/{len(self.y_test)}"
+        )
+
+
+def split_and_normalize(
+    name: str,
+    images01: np.ndarray,
+    labels: np.ndarray,
+    *,
+    seed: int,
+    val_fraction: float,
+    test_fraction: float,
+    classes: Sequence[int] | None = None,
+    class_names: Sequence[str] | None = None,
+) -> ImageSplits:
+    """Seeded stratified split of ``images01`` ``(N, C, H, W)`` in [0, 1] and train-split normalisation.
+
+    ``classes`` keeps only those labels, relabelled ``0..k-1`` in the given order.
+    """
+    check_fraction(val_fraction, name="val_fraction")
+    check_fraction(test_fraction, name="test_fraction")
+    if val_fraction + test_fraction >= 1:
+        raise ValueError(f"val_fraction + test_fraction must be < 1, got {val_fraction} + {test_fraction}")
+    if images01.ndim != 4:
+        raise ValueError(f"images must be (N, C, H, W), got shape {images01.shape}")
+    labels = np.asarray(labels, dtype=np.int64)
+    names = list(class_names) if class_names is not None else [str(c) for c in range(int(labels.max()) + 1)]
+    if classes is not None:
+        classes = [int(c) for c in classes]
+        present = set(np.unique(labels).tolist())
+        unknown = [c for c in classes if c not in present]
+        if unknown or len(set(classes)) != len(classes) or not classes:
+            raise ValueError(
+                f"classes must be distinct labels present in {name}; got {classes} (unknown: {unknown})"
+            )
+        keep = np.isin(labels, classes)
+        remap = np.full(int(labels.max()) + 1, -1, dtype=np.int64)
+        remap[classes] = np.arange(len(classes))
+        images01, labels = images01[keep], remap[labels[keep]]
+        names = [names[c] for c in classes]
+    idx = np.arange(len(labels))
+    idx_trainval, idx_test = train_test_split(
+        idx, test_size=test_fraction, random_state=seed, stratify=labels
+    )
+    val_share = val_fraction / (1 - test_fraction)
+    idx_train, idx_val = train_test_split(
+        idx_trainval, test_size=val_share, random_state=seed, stratify=labels[idx_trainval]
+    )
+    x_train01 = images01[idx_train]
+    mean = x_train01.mean(axis=(0, 2, 3))
+    std = x_train01.std(axis=(0, 2, 3))
+    std = np.where(std > 0, std, 1.0)
+
+    def norm(x: np.ndarray) -> Tensor:
+        return torch.from_numpy(
+            ((x - mean[None, :, None, None]) / std[None, :, None, None]).astype(np.float32)
+        )
+
+    def lab(i: np.ndarray) -> Tensor:
+        return torch.from_numpy(labels[i].copy())
+
+    return ImageSplits(
+        name=name,
+        x_train=norm(images01[idx_train]),
+        y_train=lab(idx_train),
+        x_val=norm(images01[idx_val]),
+        y_val=lab(idx_val),
+        x_test=norm(images01[idx_test]),
+        y_test=lab(idx_test),
+        mean=torch.tensor(mean, dtype=torch.float32),
+        std=torch.tensor(std, dtype=torch.float32),
+        num_classes=len(names),
+        class_names=tuple(names),
+    )
+
+
+def load_digits(
+    *,
+    seed: int = 0,
+    val_fraction: float = 0.15,
+    test_fraction: float = 0.2,
+    classes: Sequence[int] | None = None,
+) -> ImageSplits:
+    """scikit-learn's 1,797 real 8×8 digits as ``(N, 1, 8, 8)``, split and normalised.
+
+    Pixels (0–16 in the source) are scaled to [0, 1] before normalisation. The split is
+    stratified and seeded: 65 / 15 / 20 % train / val / test by default.
+    """
+    from sklearn.datasets import load_digits as sk_load_digits
+
+    bunch = sk_load_digits()
+    images01 = (bunch.images.astype(np.float64) / 16.0)[:, None, :, :]
+    return split_and_normalize(
+        "digits",
+        images01,
+        bunch.target,
+        seed=seed,
+        val_fraction=val_fraction,
+        test_fraction=test_fraction,
+        classes=classes,
+        class_names=[str(i) for i in range(10)],
+    )
+
+
+# --- CIFAR from disk -------------------------------------------------------------------------------
+
+_CIFAR_LAYOUTS = {
+    10: {
+        "py": ("cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)], ["test_batch"], b"labels"),
+        "bin": ("cifar-10-batches-bin", [f"data_batch_{i}.bin" for i in range(1, 6)], ["test_batch.bin"]),
+    },
+    100: {
+        "py": ("cifar-100-python", ["train"], ["test"], b"fine_labels"),
+        "bin": ("cifar-100-binary", ["train.bin"], ["test.bin"]),
+    },
+}
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    """Admits only what CIFAR's python batches contain: builtins containers and NumPy arrays."""
+
+    _ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("_codecs", "encode"),
+    }
+
+    def find_class(self, module: str, name: str):  # noqa: D401 - pickle API
+        if (module, name) in self._ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(
+            f"refusing to load {module}.{name}: CIFAR batch files only contain dicts, lists and NumPy arrays"
+        )
+
+
+def _read_py_batch(path: Path) -> dict:
+    with open(path, "rb") as fh:
+        obj = _RestrictedUnpickler(io.BytesIO(fh.read()), encoding="bytes").load()
+    if not isinstance(obj, dict) or b"data" not in obj:
+        raise ValueError(f"{path} is not a CIFAR python batch (no b'data' entry)")
+    return obj
+
+
+def _read_bin_batch(path: Path, num_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    raw = np.fromfile(path, dtype=np.uint8)
+    label_bytes = 1 if num_classes == 10 else 2  # CIFAR-100 rows carry (coarse, fine)
+    row = label_bytes + 3072
+    if raw.size % row:
+        raise ValueError(f"{path} size {raw.size} is not a multiple of the {row}-byte CIFAR record")
+    rows = raw.reshape(-1, row)
+    return rows[:, label_bytes:], rows[:, label_bytes - 1].astype(np.int64)
+
+
+def _find_cifar(root: Path, num_classes: int) -> tuple[str, Path]:
+    layouts = _CIFAR_LAYOUTS[num_classes]
+    for kind in ("bin", "py"):
+        folder = layouts[kind][0]
+        for base in (root / folder, root):
+            files = layouts[kind][1] + layouts[kind][2]
+            if all((base / f).is_file() for f in files):
+                return kind, base
+    expected = "; ".join(
+        f"{layouts[k][0]}/{{{', '.join(layouts[k][1] + layouts[k][2])}}}" for k in ("py", "bin")
+    )
+    raise FileNotFoundError(
+        f"CIFAR-{num_classes} not found under {root}. Expected one of: {expected}. "
+        "ensemblize never downloads data; place the official archive's extracted folder there."
+    )
+
+
+def load_cifar(
+    root: str | Path,
+    *,
+    num_classes: int = 10,
+    seed: int = 0,
+    val_fraction: float = 0.1,
+) -> ImageSplits:
+    """CIFAR-10 (``num_classes=10``) or CIFAR-100 (100) from ``root``, as ``(N, 3, 32, 32)``.
+
+    The official test set is kept as the test split; ``val_fraction`` of the official train set is
+    held out (stratified, seeded) for validation. Raises FileNotFoundError naming the expected files.
+    """
+    if num_classes not in _CIFAR_LAYOUTS:
+        raise ValueError(f"num_classes must be 10 or 100, got {num_classes!r}")
+    kind, base = _find_cifar(Path(root), num_classes)
+    _, train_files, test_files, *rest = _CIFAR_LAYOUTS[num_classes][kind]
+
+    def read(files: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        xs, ys = [], []
+        for f in files:
+            if kind == "bin":
+                x, y = _read_bin_batch(base / f, num_classes)
+            else:
+                batch = _read_py_batch(base / f)
+                x, y = np.asarray(batch[b"data"], dtype=np.uint8), np.asarray(batch[rest[0]], dtype=np.int64)
+            xs.append(x)
+            ys.append(y)
+        x = np.concatenate(xs).reshape(-1, 3, 32, 32).astype(np.float64) / 255.0
+        return x, np.concatenate(ys)
+
+    check_fraction(val_fraction, name="val_fraction")
+    x_tr, y_tr = read(train_files)
+    x_te, y_te = read(test_files)
+    # The official test set stays the test split; only the official train set is split into train/val.
+    idx_train, idx_val = train_test_split(
+        np.arange(len(y_tr)), test_size=val_fraction, random_state=seed, stratify=y_tr
+    )
+    mean = x_tr[idx_train].mean(axis=(0, 2, 3))
+    std = x_tr[idx_train].std(axis=(0, 2, 3))
+    std = np.where(std > 0, std, 1.0)
+
+    def norm(x: np.ndarray) -> Tensor:
+        return torch.from_numpy(
+            ((x - mean[None, :, None, None]) / std[None, :, None, None]).astype(np.float32)
+        )
+
+    return ImageSplits(
+        name=f"cifar{num_classes}",
+        x_train=norm(x_tr[idx_train]),
+        y_train=torch.from_numpy(y_tr[idx_train].copy()),
+        x_val=norm(x_tr[idx_val]),
+        y_val=torch.from_numpy(y_tr[idx_val].copy()),
+        x_test=norm(x_te),
+        y_test=torch.from_numpy(y_te.copy()),
+        mean=torch.tensor(mean, dtype=torch.float32),
+        std=torch.tensor(std, dtype=torch.float32),
+        num_classes=num_classes,
+        class_names=tuple(str(i) for i in range(num_classes)),
+    )
+
+
+def load_images(name: str, *, seed: int = 0, root: str | Path | None = None) -> ImageSplits:
+    """Load an image dataset by name: ``"digits"``, ``"cifar10"`` or ``"cifar100"`` (the latter need ``root``)."""
+    if name == "digits":
+        return load_digits(seed=seed)
+    if name in ("cifar10", "cifar100"):
+        if root is None:
+            raise ValueError(
+                f"dataset {name!r} is read from disk: pass root=<folder with the extracted archive>"
+            )
+        return load_cifar(root, num_classes=int(name[5:]), seed=seed)
+    raise ValueError(f"unknown image dataset {name!r}; choose 'digits', 'cifar10' or 'cifar100'")

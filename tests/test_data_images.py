@@ -1,0 +1,109 @@
+"""Digits and CIFAR loaders: split sizes, stratification, train-only normalisation, on-disk formats."""
+
+import os
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from ensemblize.data.images import load_cifar, load_digits, load_images
+
+
+def test_digits_split_is_stratified_seeded_and_normalised_on_train():
+    s = load_digits(seed=3)
+    n = len(s.y_train) + len(s.y_val) + len(s.y_test)
+    assert n == 1797 and s.x_train.shape[1:] == (1, 8, 8)
+    assert abs(len(s.y_test) - 0.2 * 1797) <= 1 and abs(len(s.y_val) - 0.15 * 1797) <= 1
+    # train statistics are exactly zero-mean / unit-std after normalisation; the others are not forced to be
+    assert abs(float(s.x_train.mean())) < 1e-5 and abs(float(s.x_train.std(unbiased=False)) - 1) < 1e-4
+    # stratified: every class's share in test within 1 sample of its overall share
+    counts = torch.bincount(torch.cat([s.y_train, s.y_val, s.y_test]), minlength=10).double()
+    test_counts = torch.bincount(s.y_test, minlength=10).double()
+    assert torch.all((test_counts - counts * len(s.y_test) / n).abs() <= 1.0)
+    again = load_digits(seed=3)
+    assert torch.equal(again.x_test, s.x_test) and not torch.equal(load_digits(seed=4).y_test, s.y_test)
+    # normalize/denormalize round trip to [0, 1] pixels
+    px = s.denormalize(s.x_test)
+    assert float(px.min()) > -1e-5 and float(px.max()) < 1 + 1e-5
+    torch.testing.assert_close(s.normalize(px), s.x_test)
+
+
+def test_digits_class_subset_relabels_in_given_order():
+    s = load_digits(seed=0, classes=[7, 2])
+    assert s.num_classes == 2 and s.class_names == ("7", "2")
+    full = load_digits(seed=0)
+    assert set(s.y_train.tolist()) == {0, 1}
+    assert len(s.y_train) + len(s.y_val) + len(s.y_test) == int(
+        (
+            (torch.cat([full.y_train, full.y_val, full.y_test]) == 7)
+            | (torch.cat([full.y_train, full.y_val, full.y_test]) == 2)
+        ).sum()
+    )
+    with pytest.raises(ValueError, match="classes"):
+        load_digits(classes=[3, 3])
+    with pytest.raises(ValueError, match="unknown"):
+        load_digits(classes=[11])
+
+
+def _write_py_cifar(root, n_per_batch=6, num_classes=10):
+    rng = np.random.default_rng(0)
+    folder = root / ("cifar-10-batches-py" if num_classes == 10 else "cifar-100-python")
+    folder.mkdir()
+    names = (
+        [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"] if num_classes == 10 else ["train", "test"]
+    )
+    key = b"labels" if num_classes == 10 else b"fine_labels"
+    truth = {}
+    for name in names:
+        n = n_per_batch * (5 if num_classes == 100 and name == "train" else 1)
+        data = rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
+        labels = list(np.arange(n) % 2)
+        with open(folder / name, "wb") as fh:
+            pickle.dump({b"batch_label": b"x", key: labels, b"data": data, b"filenames": [b"f"] * n}, fh)
+        truth[name] = (data, labels)
+    return truth
+
+
+def test_cifar_python_format_reads_what_was_written(tmp_path):
+    truth = _write_py_cifar(tmp_path)
+    s = load_cifar(tmp_path, num_classes=10, seed=0, val_fraction=0.2)
+    assert s.x_test.shape == (6, 3, 32, 32) and len(s.y_train) + len(s.y_val) == 30
+    data, labels = truth["test_batch"]
+    expect = data.reshape(-1, 3, 32, 32) / 255.0
+    torch.testing.assert_close(s.denormalize(s.x_test).double(), torch.from_numpy(expect), atol=1e-5, rtol=0)
+    assert s.y_test.tolist() == labels
+
+
+def test_cifar_binary_format(tmp_path):
+    folder = tmp_path / "cifar-10-batches-bin"
+    folder.mkdir()
+    rng = np.random.default_rng(1)
+    for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+        rows = rng.integers(0, 256, size=(4, 3073), dtype=np.uint8)
+        rows[:, 0] = [0, 1, 0, 1]
+        rows.tofile(folder / name)
+    s = load_images("cifar10", root=tmp_path)
+    assert s.x_test.shape == (4, 3, 32, 32) and s.y_test.tolist() == [0, 1, 0, 1]
+
+
+def test_cifar_missing_files_name_what_is_expected(tmp_path):
+    with pytest.raises(FileNotFoundError, match="data_batch_1"):
+        load_cifar(tmp_path)
+    with pytest.raises(ValueError, match="root"):
+        load_images("cifar100")
+
+
+def test_cifar_python_reader_refuses_code(tmp_path):
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        with open(folder / name, "wb") as fh:
+            pickle.dump({b"data": Evil()}, fh)
+    with pytest.raises(pickle.UnpicklingError, match="refusing"):
+        load_cifar(tmp_path)
