@@ -1,0 +1,340 @@
+"""Training losses for selective classification: SelectiveNet, SYNC and Deep Gamblers.
+
+Every loss is an ``nn.Module`` called as ``loss(output, labels) -> scalar tensor`` and keeps the
+components of its last call, detached, in ``loss.last`` (a dict of 0-d tensors) for logging.
+
+Member outputs: a :class:`~ensemblize.selective.SelectiveOutput` whose ``logits`` are
+``(B, M, C)`` (``selection`` ``(B, M)``) is treated as M SelectiveNets sharing the labels: every
+term — including the coverage ``φ̂`` and the normalised risk ``r̂`` — is computed per member over
+the batch and the loss is the mean over members. ``M = 1`` reproduces the plain ``(B, C)`` case.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import check_fraction, check_labels, check_positive
+from .net import SelectiveOutput
+from .scores import _negative_entropy, _softmax_power, _softmax_response, check_probabilities
+
+__all__ = ["SelectiveNetLoss", "SyncLoss", "DeepGamblersLoss"]
+
+_SCORES = ("sr", "smp", "entropy")
+_SOURCES = ("f", "h")
+
+
+def _check_bool(value: object, *, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return value
+
+
+def _member_ce(logits: Tensor, labels: Tensor) -> Tensor:
+    """Per-sample, per-member cross-entropy: logits ``(B, M, C)``, labels ``(B,)`` -> ``(B, M)``."""
+    logp = torch.log_softmax(logits, dim=-1)
+    idx = labels.view(-1, 1, 1).expand(logits.shape[0], logits.shape[1], 1)
+    return -logp.gather(-1, idx).squeeze(-1)
+
+
+def _unpack(output: object, labels: object) -> tuple[Tensor, Tensor, Tensor, Tensor, bool]:
+    """Validate a SelectiveOutput + labels; return ``(f (B,M,C), g (B,M), h (B,M,C), y (B,), had_members)``."""
+    if not isinstance(output, SelectiveOutput):
+        raise TypeError(
+            f"output must be a SelectiveOutput (logits, selection, aux_logits), got {type(output).__name__}"
+        )
+    f, g, h = output.logits, output.selection, output.aux_logits
+    if f.dim() not in (2, 3):
+        raise ValueError(f"output.logits must be (B, C) or (B, M, C), got shape {tuple(f.shape)}")
+    if tuple(g.shape) != tuple(f.shape[:-1]):
+        raise ValueError(
+            f"output.selection has shape {tuple(g.shape)}; expected {tuple(f.shape[:-1])} to match "
+            f"logits {tuple(f.shape)}"
+        )
+    if tuple(h.shape) != tuple(f.shape):
+        raise ValueError(f"output.aux_logits has shape {tuple(h.shape)}; expected {tuple(f.shape)}")
+    if not isinstance(labels, Tensor):
+        raise TypeError(f"labels must be a torch.Tensor of class indices, got {type(labels).__name__}")
+    if labels.dim() != 1 or labels.shape[0] != f.shape[0]:
+        raise ValueError(f"labels must have shape ({f.shape[0]},), got {tuple(labels.shape)}")
+    if f.shape[0] == 0:
+        raise ValueError("empty batch")
+    check_labels(labels, f.shape[-1], name="labels")
+    members = f.dim() == 3
+    if not members:
+        f, g, h = f.unsqueeze(1), g.unsqueeze(1), h.unsqueeze(1)
+    return f, g, h, labels, members
+
+
+class SelectiveNetLoss(nn.Module):
+    """The SelectiveNet objective (Geifman & El-Yaniv, 2019).
+
+    ``L = α · (r̂(f, g) + λ · max(0, c − φ̂(g))²) + (1 − α) · CE(h)``, with ``ℓ_f`` the per-sample
+    cross-entropy of head ``f``, ``φ̂ = mean_i g_i`` the empirical coverage and
+
+    * ``normalize_by_coverage=True`` (the paper): ``r̂ = Σ_i g_i ℓ_f,i / Σ_i g_i``;
+    * ``normalize_by_coverage=False``: ``r̂ = mean_i g_i ℓ_f,i`` (the unnormalised form used by
+      several public implementations).
+
+    Input: a :class:`SelectiveOutput` with ``logits``/``aux_logits`` ``(B, C)`` and ``selection``
+    ``(B,)`` (or with a member axis, see the module docstring) and labels ``(B,)``; output: a scalar.
+    ``last`` holds ``loss``, ``selective_risk`` (``r̂``), ``coverage`` (``φ̂``), ``coverage_penalty``
+    (``λ·max(0, c − φ̂)²``), ``selective_loss`` (``r̂`` + penalty) and ``aux_loss`` (``CE(h)``).
+
+    Args:
+        coverage: target coverage ``c`` in ``(0, 1]``.
+        lam: ``λ >= 0``, weight of the coverage penalty (32 in the paper).
+        alpha: ``α`` in ``[0, 1]``, weight of the selective part vs. the auxiliary head.
+        normalize_by_coverage: see above.
+    """
+
+    def __init__(
+        self, coverage: float, lam: float = 32.0, alpha: float = 0.5, normalize_by_coverage: bool = True
+    ) -> None:
+        super().__init__()
+        self.coverage = check_fraction(coverage, name="coverage")
+        self.lam = check_positive(lam, name="lam", allow_zero=True)
+        self.alpha = check_fraction(alpha, name="alpha", low_open=False)
+        self.normalize_by_coverage = _check_bool(normalize_by_coverage, name="normalize_by_coverage")
+        self.last: dict[str, Tensor] = {}
+
+    def extra_repr(self) -> str:
+        return (
+            f"coverage={self.coverage}, lam={self.lam}, alpha={self.alpha}, "
+            f"normalize_by_coverage={self.normalize_by_coverage}"
+        )
+
+    def _selectivenet_terms(self, f: Tensor, g: Tensor, h: Tensor, y: Tensor) -> dict[str, Tensor]:
+        """Per-member terms, each of shape ``(M,)``."""
+        loss_f = _member_ce(f, y)  # (B, M)
+        phi = g.mean(dim=0)  # (M,)
+        if self.normalize_by_coverage:
+            risk = (g * loss_f).sum(dim=0) / g.sum(dim=0)
+        else:
+            risk = (g * loss_f).mean(dim=0)
+        penalty = self.lam * torch.clamp(self.coverage - phi, min=0.0).pow(2)
+        aux = _member_ce(h, y).mean(dim=0)
+        selective = risk + penalty
+        total = self.alpha * selective + (1.0 - self.alpha) * aux
+        return {
+            "loss": total,
+            "selective_risk": risk,
+            "coverage": phi,
+            "coverage_penalty": penalty,
+            "selective_loss": selective,
+            "aux_loss": aux,
+        }
+
+    def _finish(self, terms: dict[str, Tensor]) -> Tensor:
+        self.last = {k: v.detach().mean() for k, v in terms.items()}
+        return terms["loss"].mean()
+
+    def forward(self, output: SelectiveOutput, labels: Tensor) -> Tensor:
+        """``(SelectiveOutput, labels (B,)) -> scalar``; members are averaged."""
+        f, g, h, y, _ = _unpack(output, labels)
+        return self._finish(self._selectivenet_terms(f, g, h, y))
+
+
+class SyncLoss(SelectiveNetLoss):
+    """SYNC: the SelectiveNet objective plus a term that synchronises ``g`` with a softmax score.
+
+    ``L = L_SelectiveNet + μ · mean_i (g_i − s(p_i))²`` where ``s`` is
+
+    * ``"sr"``: ``max_c p_c`` (softmax response);
+    * ``"smp"``: ``(max_c p_c)^γ`` (softmax power, the paper's choice);
+    * ``"entropy"``: ``1 − H(p)/log C`` (normalised negative entropy, in ``[0, 1]`` like ``g``).
+
+    ``p = softmax(f)`` (``source="f"``) or ``softmax(h)`` (``source="h"``). With ``detach=True``
+    (default) the target ``s(p)`` is a constant: the sync term moves only ``g`` (and the shared
+    features through ``g``), never the head that produced ``p``; ``detach=False`` lets gradients
+    flow into ``p`` as well.
+
+    External prior: ``loss(output, labels, prior=P)`` takes the probabilities from ``P`` instead
+    of a head — e.g. a σN ensemble's mean probability ``p̄``. ``P`` is ``(B, C)`` (broadcast over
+    members when the output has a member axis) or ``(B, M, C)`` (one per member); it must be a
+    probability vector per row. ``detach`` applies to it too.
+
+    ``last`` holds the SelectiveNet components plus ``sync_loss`` (the mean squared error) and
+    ``sync_target`` (mean of ``s(p)``).
+
+    Args:
+        coverage: target coverage ``c`` in ``(0, 1]``.
+        mu: ``μ >= 0``, weight of the sync term.
+        score: ``"sr"``, ``"smp"`` or ``"entropy"``.
+        gamma: ``γ > 0``, the SMP exponent (ignored by the other scores but still validated).
+        source: ``"f"`` or ``"h"``.
+        detach: stop gradients through the target.
+        lam, alpha, normalize_by_coverage: as in :class:`SelectiveNetLoss`.
+    """
+
+    def __init__(
+        self,
+        coverage: float,
+        mu: float,
+        score: str = "smp",
+        gamma: float = 2.0,
+        source: str = "f",
+        detach: bool = True,
+        lam: float = 32.0,
+        alpha: float = 0.5,
+        normalize_by_coverage: bool = True,
+    ) -> None:
+        super().__init__(coverage, lam=lam, alpha=alpha, normalize_by_coverage=normalize_by_coverage)
+        self.mu = check_positive(mu, name="mu", allow_zero=True)
+        if score not in _SCORES:
+            raise ValueError(f"score must be one of {_SCORES}, got {score!r}")
+        self.score = score
+        self.gamma = check_positive(gamma, name="gamma")
+        if source not in _SOURCES:
+            raise ValueError(f"source must be one of {_SOURCES}, got {source!r}")
+        self.source = source
+        self.detach = _check_bool(detach, name="detach")
+
+    def extra_repr(self) -> str:
+        return (
+            f"{super().extra_repr()}, mu={self.mu}, score={self.score!r}, gamma={self.gamma}, "
+            f"source={self.source!r}, detach={self.detach}"
+        )
+
+    def score_fn(self, probs: Tensor) -> Tensor:
+        """The configured score ``s``: ``(..., C) -> (...)`` (no validation, differentiable)."""
+        if self.score == "sr":
+            return _softmax_response(probs)
+        if self.score == "smp":
+            return _softmax_power(probs, self.gamma)
+        return _negative_entropy(probs, True)
+
+    def _prior_probs(self, prior: Tensor, f: Tensor, had_members: bool) -> Tensor:
+        if not isinstance(prior, Tensor):
+            raise TypeError(f"prior must be a torch.Tensor of probabilities, got {type(prior).__name__}")
+        B, M, C = f.shape
+        if prior.dim() == 2 and tuple(prior.shape) == (B, C):
+            p = prior.unsqueeze(1)  # broadcast over members
+        elif prior.dim() == 3 and had_members and tuple(prior.shape) == (B, M, C):
+            p = prior
+        else:
+            want = f"({B}, {C})" + (f" or ({B}, {M}, {C})" if had_members else "")
+            raise ValueError(f"prior must have shape {want}, got {tuple(prior.shape)}")
+        check_probabilities(p.detach(), name="prior")
+        return p
+
+    def forward(self, output: SelectiveOutput, labels: Tensor, *, prior: Tensor | None = None) -> Tensor:
+        """``(SelectiveOutput, labels (B,)[, prior]) -> scalar``; members are averaged."""
+        f, g, h, y, had_members = _unpack(output, labels)
+        terms = self._selectivenet_terms(f, g, h, y)
+        if prior is not None:
+            p = self._prior_probs(prior, f, had_members)
+        else:
+            p = torch.softmax(f if self.source == "f" else h, dim=-1)
+        target = self.score_fn(p)  # (B, M) or (B, 1) for a broadcast prior
+        if self.detach:
+            target = target.detach()
+        sync = (g - target).pow(2).mean(dim=0)  # (M,)
+        terms["loss"] = terms["loss"] + self.mu * sync
+        terms["sync_loss"] = sync
+        terms["sync_target"] = target.expand_as(g).mean(dim=0)
+        return self._finish(terms)
+
+
+class DeepGamblersLoss(nn.Module):
+    """Deep Gamblers (Liu et al., 2019): a ``K + 1``-way classifier whose last output abstains.
+
+    With ``p = softmax(z)`` over ``K + 1`` logits and reward ``o`` (``1 < o <= K``)::
+
+        L = mean_i −log(p_{i, y_i} + p_{i, K+1} / o)
+
+    computed stably as ``−logaddexp(log p_y, log p_{K+1} − log o)``. During warm-up
+    (``epoch < warmup_epochs``) the loss is plain cross-entropy on the first ``K`` logits.
+    The abstention score is ``p_{K+1}``; rank by
+    :func:`~ensemblize.selective.deep_gamblers_confidence` (``1 − p_{K+1}``) and predict with
+    ``argmax`` over the first ``K`` logits.
+
+    Epochs: the loss holds ``epoch`` (starts at 0). Call ``set_epoch(e)`` at the start of every
+    epoch, or pass ``epoch=e`` to a call to override it for that call only. With the default
+    ``warmup_epochs=0`` neither is needed.
+
+    Shapes: logits ``(B, K+1)`` or ``(B, M, K+1)`` (members averaged), labels ``(B,)`` in
+    ``[0, K)``; returns a scalar. ``last`` holds ``loss``, ``abstain`` (mean ``p_{K+1}``) and
+    ``warmup`` (1.0 during warm-up, else 0.0).
+
+    Args:
+        reward: ``o`` in ``(1, K]``; ``K`` is checked at construction when ``num_classes`` is given,
+            otherwise at the first call.
+        warmup_epochs: number of initial epochs of plain cross-entropy (``>= 0``).
+        num_classes: ``K`` (optional); enables the early check of ``reward`` and of the logits' width.
+    """
+
+    def __init__(self, reward: float, *, warmup_epochs: int = 0, num_classes: int | None = None) -> None:
+        super().__init__()
+        if isinstance(reward, bool) or not isinstance(reward, Real):
+            raise TypeError(f"reward must be a real number in (1, K], got {reward!r}")
+        reward = float(reward)
+        if not math.isfinite(reward) or reward <= 1:
+            raise ValueError(f"reward must lie in (1, K] (K = number of classes), got {reward!r}")
+        if num_classes is not None:
+            if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+                raise ValueError(f"num_classes must be an int >= 2, got {num_classes!r}")
+            if reward > num_classes:
+                raise ValueError(
+                    f"reward must lie in (1, {num_classes}] for K = {num_classes}, got {reward!r}"
+                )
+        if isinstance(warmup_epochs, bool) or not isinstance(warmup_epochs, int) or warmup_epochs < 0:
+            raise ValueError(f"warmup_epochs must be an int >= 0, got {warmup_epochs!r}")
+        self.reward = reward
+        self.num_classes = num_classes
+        self.warmup_epochs = warmup_epochs
+        self.epoch = 0
+        self.last: dict[str, Tensor] = {}
+
+    def extra_repr(self) -> str:
+        return f"reward={self.reward}, warmup_epochs={self.warmup_epochs}, num_classes={self.num_classes}"
+
+    @staticmethod
+    def _check_epoch(epoch: object) -> int:
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"epoch must be an int >= 0, got {epoch!r}")
+        return epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Set the current epoch (0-based); warm-up is active while ``epoch < warmup_epochs``."""
+        self.epoch = self._check_epoch(epoch)
+
+    def forward(self, logits: Tensor, labels: Tensor, *, epoch: int | None = None) -> Tensor:
+        """``(logits (B, K+1) | (B, M, K+1), labels (B,)) -> scalar``."""
+        if not isinstance(logits, Tensor):
+            raise TypeError(f"logits must be a torch.Tensor with K + 1 outputs, got {type(logits).__name__}")
+        if logits.dim() not in (2, 3):
+            raise ValueError(f"logits must be (B, K+1) or (B, M, K+1), got shape {tuple(logits.shape)}")
+        k = logits.shape[-1] - 1
+        if k < 2:
+            raise ValueError(f"logits need K + 1 >= 3 outputs (K >= 2 classes + abstain), got {k + 1}")
+        if self.num_classes is not None and k != self.num_classes:
+            raise ValueError(
+                f"logits have {k + 1} outputs; expected num_classes + 1 = {self.num_classes + 1}"
+            )
+        if self.reward > k:
+            raise ValueError(f"reward must lie in (1, {k}] for K = {k} classes, got {self.reward!r}")
+        if not isinstance(labels, Tensor):
+            raise TypeError(f"labels must be a torch.Tensor of class indices, got {type(labels).__name__}")
+        if labels.dim() != 1 or labels.shape[0] != logits.shape[0]:
+            raise ValueError(f"labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}")
+        check_labels(labels, k, name="labels")
+        e = self.epoch if epoch is None else self._check_epoch(epoch)
+        z = logits if logits.dim() == 3 else logits.unsqueeze(1)  # (B, M, K+1)
+        warm = e < self.warmup_epochs
+        logp = torch.log_softmax(z, dim=-1)
+        if warm:
+            loss = _member_ce(z[..., :k], labels).mean()
+        else:
+            idx = labels.view(-1, 1, 1).expand(z.shape[0], z.shape[1], 1)
+            logp_y = logp.gather(-1, idx).squeeze(-1)
+            loss = -torch.logaddexp(logp_y, logp[..., k] - math.log(self.reward)).mean()
+        self.last = {
+            "loss": loss.detach(),
+            "abstain": logp[..., k].detach().exp().mean(),
+            "warmup": torch.tensor(1.0 if warm else 0.0),
+        }
+        return loss

@@ -1,0 +1,68 @@
+"""Acceptance thresholds fitted on held-out validation confidences.
+
+A selective classifier accepts a sample when ``confidence >= t``. The threshold is chosen on a
+validation split for a target coverage and then applied unchanged to test data, where the coverage
+actually achieved may differ from the target; :func:`coverage_achieved` measures it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._checks import check_finite, check_fraction, to_numpy
+
+__all__ = ["threshold_for_coverage", "coverage_achieved"]
+
+
+def _confidence_1d(x: object, *, name: str) -> np.ndarray:
+    arr = to_numpy(x, name=name)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one confidence per sample), got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty")
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64, copy=False)
+    check_finite(arr, name=name)
+    return arr
+
+
+def threshold_for_coverage(confidence_val: object, coverage: float) -> float:
+    """The acceptance threshold ``t`` for a target ``coverage`` in (0, 1], fitted on validation confidences.
+
+    ``t`` is the largest value such that the share of validation samples with
+    ``confidence_val >= t`` is at least ``coverage``; equivalently, among all thresholds it gives
+    the *smallest* validation coverage that is ``>= coverage``. With ``n`` samples sorted in
+    decreasing order, ``t`` is the ``k``-th largest confidence, ``k = ceil(coverage · n)``.
+
+    Ties: every sample tied with ``t`` is accepted (the rule is ``>=``), so when a tie group
+    straddles position ``k`` the validation coverage exceeds ``coverage`` — the method never
+    breaks ties at random and never under-covers on validation. ``coverage = 1`` returns the
+    minimum confidence (everything accepted).
+
+    Args:
+        confidence_val: ``(N,)`` finite confidences (tensor or array), higher = more confident.
+        coverage: target share of accepted samples, in ``(0, 1]``.
+
+    Returns:
+        ``t`` as a Python float; accept a sample when ``confidence >= t``.
+    """
+    c = check_fraction(coverage, name="coverage")
+    conf = _confidence_1d(confidence_val, name="confidence_val")
+    n = conf.size
+    # k = ceil(c·n), with a tolerance so that e.g. 0.7·10 = 7.000000000000001 gives 7, not 8.
+    k = min(n, max(1, math.ceil(c * n - 1e-9)))
+    # k-th largest = element n - k of the ascending order; np.partition is O(n).
+    return float(np.partition(conf, n - k)[n - k])
+
+
+def coverage_achieved(confidence_test: object, threshold: float) -> float:
+    """Share of samples accepted by ``confidence_test >= threshold``; ``(N,) -> float`` in [0, 1]."""
+    conf = _confidence_1d(confidence_test, name="confidence_test")
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating, np.integer)):
+        raise TypeError(f"threshold must be a real number, got {threshold!r}")
+    if math.isnan(float(threshold)):
+        raise ValueError("threshold is NaN")
+    return float(np.mean(conf >= float(threshold)))
