@@ -1,0 +1,167 @@
+"""Input validation for the metrics: every check names the offending value (private module).
+
+All metrics convert their inputs to float64 NumPy arrays here, never mutating the caller's data.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+
+import numpy as np
+import torch
+
+from .._checks import check_finite, check_fraction, check_labels, to_numpy
+
+# Row sums of probabilities must equal 1 within this absolute tolerance, chosen by the input's
+# precision: float64 inputs are held to 1e-6, float32 (e.g. a torch softmax) to 1e-4, and
+# half precision to 1e-2.
+_SUM_ATOL = {8: 1e-6, 4: 1e-4, 2: 1e-2}
+
+
+def _itemsize(x: object) -> int:
+    if isinstance(x, torch.Tensor):
+        return x.element_size() if x.is_floating_point() else 8
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and np.issubdtype(dtype, np.floating):
+        return int(np.dtype(dtype).itemsize)
+    return 8
+
+
+def as_float_array(x: object, *, name: str) -> np.ndarray:
+    """``x`` as a float64 array; integer and bool arrays are accepted (exact conversion)."""
+    arr = to_numpy(x, name=name)
+    if not (
+        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_
+    ):
+        raise TypeError(f"{name} must be a real-valued array, got dtype {arr.dtype}")
+    return arr.astype(np.float64, copy=True)
+
+
+def check_nonempty(arr: np.ndarray, *, name: str) -> None:
+    if arr.ndim == 0:
+        raise ValueError(f"{name} must be an array, got a scalar")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} is empty (shape {arr.shape}); at least one sample is required")
+
+
+def probabilities(
+    probs: object, *, name: str = "probs", allow_members: bool = True, require_members: bool = False
+) -> np.ndarray:
+    """Validate probabilities of shape ``(N, C)`` or ``(N, M, C)``; return them as float64.
+
+    Raises ValueError for a wrong rank, an empty axis, NaN/inf, negative entries, or a row whose
+    sum is not 1 within the input precision's tolerance (the row index and its sum are named).
+    """
+    atol = _SUM_ATOL.get(_itemsize(probs), 1e-6)
+    arr = as_float_array(probs, name=name)
+    ranks = (3,) if require_members else ((2, 3) if allow_members else (2,))
+    if arr.ndim not in ranks:
+        shape_txt = {2: "(N, C)", 3: "(N, M, C)"}
+        expected = " or ".join(shape_txt[r] for r in ranks)
+        raise ValueError(f"{name} must have shape {expected}, got shape {arr.shape}")
+    check_nonempty(arr, name=name)
+    if 0 in arr.shape:
+        raise ValueError(f"{name} has an empty axis: shape {arr.shape}")
+    check_finite(arr, name=name)
+    if (arr < 0).any():
+        idx = tuple(int(i) for i in np.argwhere(arr < 0)[0])
+        raise ValueError(f"{name} has a negative probability {arr[idx]!r} at index {idx}")
+    sums = arr.sum(axis=-1)
+    bad = np.abs(sums - 1.0) > atol
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        where = f"row {idx[0]}" if len(idx) == 1 else f"row {idx}"
+        raise ValueError(
+            f"{name} {where} sums to {sums[idx]!r}, not 1 (tolerance {atol:g}); "
+            "pass probabilities (softmax outputs), not logits"
+        )
+    return arr
+
+
+def mean_probs(arr: np.ndarray) -> np.ndarray:
+    """``(N, C) -> (N, C)`` unchanged; ``(N, M, C) -> (N, C)`` as ``p̄ = mean_m p_m``."""
+    return arr.mean(axis=1) if arr.ndim == 3 else arr
+
+
+def logits(z: object, *, name: str = "logits", ranks: tuple[int, ...] = (2, 3)) -> np.ndarray:
+    """Validate finite logits of shape ``(N, C)`` or ``(N, M, C)``; return float64."""
+    arr = as_float_array(z, name=name)
+    if arr.ndim not in ranks:
+        expected = " or ".join({2: "(N, C)", 3: "(N, M, C)"}[r] for r in ranks)
+        raise ValueError(f"{name} must have shape {expected}, got shape {arr.shape}")
+    check_nonempty(arr, name=name)
+    if 0 in arr.shape:
+        raise ValueError(f"{name} has an empty axis: shape {arr.shape}")
+    check_finite(arr, name=name)
+    return arr
+
+
+def labels(y: object, n: int, num_classes: int, *, name: str = "labels") -> np.ndarray:
+    """Validate integer class labels of shape ``(n,)`` in ``[0, num_classes)``; return int64."""
+    arr = to_numpy(y, name=name)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D of shape (N,), got shape {arr.shape}")
+    if arr.shape[0] != n:
+        raise ValueError(f"{name} has length {arr.shape[0]} but the predictions have {n} samples")
+    check_labels(arr, num_classes, name=name)
+    return arr.astype(np.int64, copy=False)
+
+
+def scores(x: object, *, name: str) -> np.ndarray:
+    """Validate a non-empty, finite 1-D score vector; return float64."""
+    arr = as_float_array(x, name=name)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D of shape (N,), got shape {arr.shape}")
+    check_nonempty(arr, name=name)
+    check_finite(arr, name=name)
+    return arr
+
+
+def confidence_and_losses(confidence: object, losses: object) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a confidence vector and matching non-negative per-sample losses."""
+    conf = scores(confidence, name="confidence")
+    loss = scores(losses, name="losses")
+    if loss.shape[0] != conf.shape[0]:
+        raise ValueError(f"losses has length {loss.shape[0]} but confidence has length {conf.shape[0]}")
+    if (loss < 0).any():
+        i = int(np.argmax(loss < 0))
+        raise ValueError(f"losses must be >= 0, got {loss[i]!r} at index {i}")
+    return conf, loss
+
+
+def n_bins(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"n_bins must be an int >= 1, got {value!r}")
+    if value < 1:
+        raise ValueError(f"n_bins must be >= 1, got {value}")
+    return int(value)
+
+
+def open_unit(value: object, *, name: str) -> float:
+    """Return ``value`` if it lies strictly inside (0, 1), else raise naming it."""
+    v = check_fraction(value, name=name)
+    if v >= 1:
+        raise ValueError(f"{name} must lie in (0, 1), got {value!r}")
+    return v
+
+
+def nonnegative_real(value: object, *, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+    return v
+
+
+def count_for_fraction(fraction: float, n: int) -> int:
+    """``⌈fraction·n⌉`` clamped to ``[1, n]``, robust to rounding (0.3·10 counts as 3, not 4)."""
+    k = math.ceil(fraction * n - 1e-9 * max(n, 1))
+    return min(max(k, 1), n)
+
+
+def choice(value: object, options: tuple[str, ...], *, name: str) -> str:
+    if value not in options:
+        raise ValueError(f"{name} must be one of {options}, got {value!r}")
+    return str(value)

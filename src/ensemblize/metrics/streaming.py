@@ -1,0 +1,304 @@
+"""Streaming metrics for training and evaluation loops (torchmetrics-style ``update`` / ``compute``).
+
+Each class is the stateful twin of a pure function in this package and calls it:
+
+* per-sample means (accuracy, NLL, Brier, disagreement, pairwise KL, mutual information,
+  ambiguity) keep a running ``Σ (batch value × batch size)`` and a sample count — O(1) memory;
+* rank- or bin-based metrics (ECE, reliability, OOD and selective metrics) keep the validated
+  per-sample inputs (the mean probabilities, not the member ones) and call the function on all of
+  them in ``compute``.
+
+Either way ``compute()`` equals the function on the concatenated batches (up to float round-off
+for the running means). ``reset()`` starts over; ``compute()`` before any ``update`` raises.
+
+Example::
+
+    ece = ez.metrics.ECE(n_bins=15)
+    for x, y in loader:
+        ece.update(model_probs(x), y)
+    print(ece.compute())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+
+from . import _validate as V
+from .calibration import BINNINGS, accuracy, brier, ece, nll, reliability
+from .diversity import ambiguity, disagreement, mutual_information, pairwise_kl
+from .ood import fpr_at_tpr, ood_aupr, ood_auroc
+from .selective import augrc, aurc, coverage_at_risk, eaurc, risk_at_coverage, risk_coverage
+
+
+class Metric:
+    """Base class: ``update(...)`` accumulates a batch, ``compute()`` returns the value, ``reset()`` clears."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every batch seen so far."""
+        raise NotImplementedError
+
+    def update(self, *args: Any) -> None:
+        """Accumulate one batch."""
+        raise NotImplementedError
+
+    def compute(self) -> Any:
+        """The metric over every batch since the last ``reset``."""
+        raise NotImplementedError
+
+    def _empty(self) -> ValueError:
+        return ValueError(f"{type(self).__name__}.compute() called before any update()")
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._kwargs.items())
+        return f"{type(self).__name__}({args})"
+
+
+def _num_samples(x: Any) -> int:
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        shape = np.shape(x)
+    if len(shape) == 0:
+        raise ValueError("expected an array with a leading sample axis, got a scalar")
+    return int(shape[0])
+
+
+class _SampleMean(Metric):
+    """Metrics that are a mean over samples: running sum of ``fn(batch) × len(batch)``."""
+
+    fn: ClassVar[Callable[..., float]]
+
+    def reset(self) -> None:
+        self._total = 0.0
+        self._count = 0
+
+    def update(self, *args: Any) -> None:
+        """Accumulate one batch (the same positional arguments as the functional form)."""
+        n = _num_samples(args[0])
+        value = type(self).fn(*args, **self._kwargs)
+        self._total += value * n
+        self._count += n
+
+    def compute(self) -> float:
+        """Sample-weighted mean of the batch values."""
+        if self._count == 0:
+            raise self._empty()
+        return self._total / self._count
+
+
+class Accuracy(_SampleMean):
+    """Streaming :func:`~ensemblize.metrics.accuracy`; ``update(probs, labels)``."""
+
+    fn = staticmethod(accuracy)
+
+
+class NLL(_SampleMean):
+    """Streaming :func:`~ensemblize.metrics.nll`; ``update(probs_or_member_logits, labels)``."""
+
+    fn = staticmethod(nll)
+
+    def __init__(self, *, from_logits: bool = False, eps: float = 1e-12) -> None:
+        super().__init__(from_logits=from_logits, eps=eps)
+
+
+class Brier(_SampleMean):
+    """Streaming :func:`~ensemblize.metrics.brier`; ``update(probs, labels)``."""
+
+    fn = staticmethod(brier)
+
+
+class Disagreement(_SampleMean):
+    """Streaming :func:`~ensemblize.metrics.disagreement`; ``update(member_probs)``."""
+
+    fn = staticmethod(disagreement)
+
+
+class PairwiseKL(_SampleMean):
+    """Streaming :func:`~ensemblize.metrics.pairwise_kl`; ``update(member_probs)``."""
+
+    fn = staticmethod(pairwise_kl)
+
+    def __init__(self, *, eps: float = 1e-12) -> None:
+        super().__init__(eps=eps)
+
+
+class MutualInformation(_SampleMean):
+    """Streaming :func:`~ensemblize.metrics.mutual_information` (mean over samples); ``update(member_probs)``."""
+
+    fn = staticmethod(mutual_information)
+
+
+class Ambiguity(_SampleMean):
+    """Streaming :func:`~ensemblize.metrics.ambiguity`; ``update(member_preds)``."""
+
+    fn = staticmethod(ambiguity)
+
+
+class _Calibration(Metric):
+    """Keeps ``p̄`` (N, C) and labels; ``compute`` calls the functional form on all of them."""
+
+    fn: ClassVar[Callable[..., Any]]
+
+    def reset(self) -> None:
+        self._probs: list[np.ndarray] = []
+        self._labels: list[np.ndarray] = []
+
+    def update(self, probs: Any, labels: Any) -> None:
+        """Accumulate ``probs`` ``(B, C)`` or ``(B, M, C)`` (stored as ``p̄``) and ``labels`` ``(B,)``."""
+        p = V.mean_probs(V.probabilities(probs))
+        y = V.labels(labels, p.shape[0], p.shape[1])
+        if self._probs and p.shape[1] != self._probs[0].shape[1]:
+            raise ValueError(
+                f"probs has {p.shape[1]} classes but earlier batches had {self._probs[0].shape[1]}"
+            )
+        self._probs.append(p)
+        self._labels.append(y)
+
+    def compute(self) -> Any:
+        if not self._probs:
+            raise self._empty()
+        return type(self).fn(np.concatenate(self._probs), np.concatenate(self._labels), **self._kwargs)
+
+
+class ECE(_Calibration):
+    """Streaming :func:`~ensemblize.metrics.ece`; ``update(probs, labels)``."""
+
+    fn = staticmethod(ece)
+
+    def __init__(self, n_bins: int = 15, *, binning: str = "equal_width", classwise: bool = False) -> None:
+        V.n_bins(n_bins)
+        V.choice(binning, BINNINGS, name="binning")
+        super().__init__(n_bins=n_bins, binning=binning, classwise=classwise)
+
+
+class Reliability(_Calibration):
+    """Streaming :func:`~ensemblize.metrics.reliability`; ``update(probs, labels)``."""
+
+    fn = staticmethod(reliability)
+
+    def __init__(self, n_bins: int = 15, *, binning: str = "equal_width") -> None:
+        V.n_bins(n_bins)
+        V.choice(binning, BINNINGS, name="binning")
+        super().__init__(n_bins=n_bins, binning=binning)
+
+
+class _OOD(Metric):
+    """Keeps ID and OOD confidences; ``update(id_confidence=..., ood_confidence=...)``."""
+
+    fn: ClassVar[Callable[..., float]]
+
+    def reset(self) -> None:
+        self._id: list[np.ndarray] = []
+        self._ood: list[np.ndarray] = []
+
+    def update(self, id_confidence: Any = None, ood_confidence: Any = None) -> None:
+        """Accumulate a batch of ID confidences, OOD confidences, or both (``(B,)`` each)."""
+        if id_confidence is None and ood_confidence is None:
+            raise ValueError("update() needs id_confidence, ood_confidence or both")
+        if id_confidence is not None:
+            self._id.append(V.scores(id_confidence, name="id_confidence"))
+        if ood_confidence is not None:
+            self._ood.append(V.scores(ood_confidence, name="ood_confidence"))
+
+    def compute(self) -> float:
+        if not self._id or not self._ood:
+            missing = "id_confidence" if not self._id else "ood_confidence"
+            raise ValueError(f"{type(self).__name__}.compute(): no {missing} seen yet")
+        return type(self).fn(np.concatenate(self._id), np.concatenate(self._ood), **self._kwargs)
+
+
+class OODAUROC(_OOD):
+    """Streaming :func:`~ensemblize.metrics.ood_auroc`."""
+
+    fn = staticmethod(ood_auroc)
+
+
+class OODAUPR(_OOD):
+    """Streaming :func:`~ensemblize.metrics.ood_aupr`."""
+
+    fn = staticmethod(ood_aupr)
+
+    def __init__(self, *, positive: str = "ood") -> None:
+        V.choice(positive, ("ood", "id"), name="positive")
+        super().__init__(positive=positive)
+
+
+class FPRAtTPR(_OOD):
+    """Streaming :func:`~ensemblize.metrics.fpr_at_tpr`."""
+
+    fn = staticmethod(fpr_at_tpr)
+
+    def __init__(self, tpr: float = 0.95) -> None:
+        V.open_unit(tpr, name="tpr")
+        super().__init__(tpr=tpr)
+
+
+class _Selective(Metric):
+    """Keeps confidences and losses; ``update(confidence, losses)``."""
+
+    fn: ClassVar[Callable[..., Any]]
+
+    def reset(self) -> None:
+        self._conf: list[np.ndarray] = []
+        self._loss: list[np.ndarray] = []
+
+    def update(self, confidence: Any, losses: Any) -> None:
+        """Accumulate ``confidence`` ``(B,)`` and per-sample ``losses`` ``(B,)``."""
+        c, loss = V.confidence_and_losses(confidence, losses)
+        self._conf.append(c)
+        self._loss.append(loss)
+
+    def compute(self) -> Any:
+        if not self._conf:
+            raise self._empty()
+        return type(self).fn(np.concatenate(self._conf), np.concatenate(self._loss), **self._kwargs)
+
+
+class RiskCoverage(_Selective):
+    """Streaming :func:`~ensemblize.metrics.risk_coverage` (returns the curve)."""
+
+    fn = staticmethod(risk_coverage)
+
+
+class AURC(_Selective):
+    """Streaming :func:`~ensemblize.metrics.aurc`."""
+
+    fn = staticmethod(aurc)
+
+
+class EAURC(_Selective):
+    """Streaming :func:`~ensemblize.metrics.eaurc`."""
+
+    fn = staticmethod(eaurc)
+
+
+class AUGRC(_Selective):
+    """Streaming :func:`~ensemblize.metrics.augrc`."""
+
+    fn = staticmethod(augrc)
+
+
+class RiskAtCoverage(_Selective):
+    """Streaming :func:`~ensemblize.metrics.risk_at_coverage`."""
+
+    fn = staticmethod(risk_at_coverage)
+
+    def __init__(self, coverage: float) -> None:
+        V.check_fraction(coverage, name="coverage")
+        super().__init__(coverage=coverage)
+
+
+class CoverageAtRisk(_Selective):
+    """Streaming :func:`~ensemblize.metrics.coverage_at_risk`."""
+
+    fn = staticmethod(coverage_at_risk)
+
+    def __init__(self, risk: float) -> None:
+        V.nonnegative_real(risk, name="risk")
+        super().__init__(risk=risk)
