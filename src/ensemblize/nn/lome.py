@@ -1,0 +1,328 @@
+"""Low-rank ensemble linear layers: LoMETab's multiplicative rank-r form, the additive ablation, and
+K fully independent linear layers.
+
+Every layer maps ``(B, K, in_features) -> (B, K, out_features)``: ``B`` samples, ``K`` members,
+member ``k`` reads ``x[:, k]`` and writes ``y[:, k]``. There is no Python loop over members or ranks on
+the forward path.
+
+Parameter names and shapes (**contract**, DESIGN.md):
+
+* ``weight``: ``(out, in)`` shared by all members (``EnsembleLinear``: ``(K, in, out)``, one per member);
+* ``bias``: ``(K, out)`` per member (``None`` with ``bias=False``);
+* ``A``: ``(K, out, r)`` and ``B``: ``(K, in, r)`` per member (low-rank layers).
+
+Initialisation of the shared part follows TabM / ``nn.Linear``: ``weight ~ U(-1/√in, 1/√in)`` and
+``bias ~ U(-1/√in, 1/√in)``, the bias drawn once and copied to all K members (as TabM does), so at
+initialisation members differ only through their adapters.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .._checks import check_positive
+from ..members import check_members
+
+__all__ = ["LoMELinear", "AdditiveLowRankLinear", "EnsembleLinear"]
+
+Form = Literal["auto", "materialized", "factored"]
+_FORMS = ("auto", "materialized", "factored")
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers shared with ensemblize.nn.batch_ensemble
+# ----------------------------------------------------------------------------------------------
+def _check_int(value: object, *, name: str, minimum: int) -> int:
+    """Return ``value`` if it is an int ≥ ``minimum``, else raise naming it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _check_ensemble_input(x: object, members: int, in_features: int, layer: str) -> Tensor:
+    """Raise unless ``x`` is a ``(B, K, in)`` tensor with the layer's K and ``in``."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{layer} expects a torch.Tensor of shape (B, K, in), got {type(x).__name__}")
+    if x.dim() != 3 or x.shape[1] != members or x.shape[2] != in_features:
+        raise ValueError(
+            f"{layer} expects input of shape (B, K, in) = (B, {members}, {in_features}), got {tuple(x.shape)}"
+        )
+    return x
+
+
+@torch.no_grad()
+def _init_rsqrt_uniform_(t: Tensor, fan_in: int) -> Tensor:
+    """``t ~ U(-1/√fan_in, 1/√fan_in)`` in place (TabM's and ``nn.Linear``'s default bound)."""
+    bound = fan_in**-0.5
+    return t.uniform_(-bound, bound)
+
+
+@torch.no_grad()
+def _init_member_bias_(bias: Tensor, fan_in: int) -> Tensor:
+    """One ``U(-1/√fan_in, 1/√fan_in)`` draw of shape ``(out,)`` copied to all K rows of ``bias``."""
+    row = _init_rsqrt_uniform_(torch.empty_like(bias[0]), fan_in)
+    return bias.copy_(row.expand_as(bias))
+
+
+# ----------------------------------------------------------------------------------------------
+# rank-r layers
+# ----------------------------------------------------------------------------------------------
+# ``auto`` rule, fitted to forward+backward step times measured on CPU (float32, 1-2 threads) for
+# in = out ∈ {64, 512}, K ∈ {8, 32}, B ∈ {1, 8, 64, 256}, r ∈ {1, 4, 16} (factored/materialized ratios
+# from 0.01 to 48; the table is reproduced by benchmarks/bench_lome.py --forms):
+#
+# * multiplicative: the factored form costs B·K·(r+1)·in·out multiply-adds (one GEMM on the rank-folded
+#   batch), the materialized one K·in·out·(B + r) plus building and back-propagating through the
+#   (K, out, in) weight tensor, a memory-bound pass that costs like c ≈ √(in·out)/2 extra multiply-adds
+#   per weight entry (c ≈ 32 at d = 64, ≈ 256 at d = 512). Factored iff B·(r+1) < B + r + c,
+#   i.e. iff B < 1 + √(in·out) / (2r).
+# * additive: the shared GEMM is the same in both forms; the thin rank-r products of the factored form
+#   ran at roughly rank-independent cost ∝ B·K·(in+out), against K·in·out to build the weights.
+#   Factored iff B·(in+out) < in·out.
+
+
+class _LowRankEnsembleLinear(nn.Module):
+    """Shared machinery of the rank-r layers (parameters, validation, form dispatch)."""
+
+    _multiplicative: bool
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        members: int,
+        rank: int,
+        init_scale: float,
+        *,
+        bias: bool = True,
+        form: Form = "auto",
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.in_features = _check_int(in_features, name="in_features", minimum=1)
+        self.out_features = _check_int(out_features, name="out_features", minimum=1)
+        self.members = check_members(members)
+        self.rank = _check_int(rank, name="rank", minimum=1)
+        self.init_scale = check_positive(init_scale, name="init_scale", allow_zero=True)
+        if form not in _FORMS:
+            raise ValueError(f"form must be one of {_FORMS}, got {form!r}")
+        self.form = form
+        kw = {"device": device, "dtype": dtype}
+        self.weight = nn.Parameter(torch.empty(out_features, in_features, **kw))
+        self.bias = nn.Parameter(torch.empty(members, out_features, **kw)) if bias else None
+        self.A = nn.Parameter(torch.empty(members, out_features, rank, **kw))
+        self.B = nn.Parameter(torch.empty(members, in_features, rank, **kw))
+        self.reset_parameters()
+
+    def _adapter_std(self) -> float:
+        """Std of each entry of the residual ``A_k B_kᵀ`` at initialisation."""
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Re-draw all parameters with the initialisation documented on the class."""
+        _init_rsqrt_uniform_(self.weight, self.in_features)
+        if self.bias is not None:
+            _init_member_bias_(self.bias, self.in_features)
+        # A, B iid N(0, τ²) ⇒ (A_k B_kᵀ)_{oi} = Σ_j A_oj B_ij has variance r·τ⁴; τ = (std/√r)^{1/2}.
+        tau = math.sqrt(self._adapter_std() / math.sqrt(self.rank))
+        self.A.normal_(0.0, tau)
+        self.B.normal_(0.0, tau)
+
+    def resolved_form(self, batch_size: int) -> str:
+        """The form ``forward`` uses for a batch of ``batch_size`` samples (``form`` unless it is ``auto``)."""
+        if self.form != "auto":
+            return self.form
+        fin, fout, r = self.in_features, self.out_features, self.rank
+        if self._multiplicative:
+            factored = batch_size < 1 + math.sqrt(fin * fout) / (2 * r)
+        else:
+            factored = batch_size * (fin + fout) < fin * fout
+        return "factored" if factored else "materialized"
+
+    def member_weights(self) -> Tensor:
+        """The materialised per-member weights ``W_k``, shape ``(K, out, in)`` (differentiable)."""
+        raise NotImplementedError
+
+    def _factored(self, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(B, K, in) -> (B, K, out)``."""
+        _check_ensemble_input(x, self.members, self.in_features, type(self).__name__)
+        if self.resolved_form(x.shape[0]) == "factored":
+            y = self._factored(x)
+            return y if self.bias is None else y + self.bias
+        # materialized: one batched matmul (K, B, in) × (K, in, out) -> (K, B, out)
+        wt = self.member_weights().transpose(1, 2)
+        xk = x.transpose(0, 1)
+        y = torch.bmm(xk, wt) if self.bias is None else torch.baddbmm(self.bias.unsqueeze(1), xk, wt)
+        return y.transpose(0, 1)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, members={self.members}, "
+            f"rank={self.rank}, init_scale={self.init_scale}, bias={self.bias is not None}, form={self.form!r}"
+        )
+
+
+class LoMELinear(_LowRankEnsembleLinear):
+    r"""LoMETab's rank-r multiplicative ensemble linear layer.
+
+    Member ``k`` uses ``W_k = W ⊙ (1 + A_k B_kᵀ)`` and computes ``y_k = W_k x_k + b_k``.
+
+    Shapes: input ``(B, K, in_features)``, output ``(B, K, out_features)``. Parameters: ``weight``
+    ``(out, in)`` shared; ``bias`` ``(K, out)``; ``A`` ``(K, out, r)``; ``B`` ``(K, in, r)``.
+
+    Initialisation (``reset_parameters``):
+
+    * ``weight ~ U(-1/√in, 1/√in)``; ``bias`` one ``U(-1/√in, 1/√in)`` draw shared by all members;
+    * ``A, B ~ N(0, τ²)`` iid with ``τ = (σ_init / √r)^{1/2}``, ``σ_init = init_scale``. Each residual
+      entry ``(A_k B_kᵀ)_{oi} = Σ_j A_{k,o,j} B_{k,i,j}`` then has mean 0 and standard deviation exactly
+      ``σ_init`` for every rank (variance ``r·τ⁴``), so ``init_scale`` sets the relative size of the
+      member perturbation independently of ``r``. ``init_scale=0`` makes ``A = B = 0``, a stationary
+      point where ``A`` and ``B`` receive zero gradient (members stay identical).
+
+    Computation (``form``), never a Python loop over members or ranks:
+
+    * ``"materialized"``: build ``W_k`` for all members (``(K, out, in)``) then one batched matmul;
+    * ``"factored"``: ``(W ⊙ A_k B_kᵀ) x = Σ_j a_{kj} ⊙ W (b_{kj} ⊙ x)``; with ``a_{k0} = b_{k0} = 1``
+      this gives ``y_k = Σ_{j=0..r} a_{kj} ⊙ W (b_{kj} ⊙ x_k) + b_k``, evaluated as one GEMM of the shared
+      ``W`` on the rank-expanded batch ``(B, K, r+1, in)``;
+    * ``"auto"``: per call, the form with the smaller estimated cost (see :meth:`resolved_form`):
+      factored iff ``B < 1 + √(in·out) / (2r)`` (a rule fitted to CPU step times: building the
+      ``(K, out, in)`` weights is memory-bound and costs like ``√(in·out)/2`` multiply-adds per entry).
+
+    Args:
+        in_features, out_features: sizes of the plain linear layer.
+        members: number of members ``K`` (≥ 1).
+        rank: adapter rank ``r`` (≥ 1).
+        init_scale: ``σ_init`` ≥ 0, the std of the residual entries at initialisation.
+        bias: learn a per-member bias.
+        form: ``"auto"``, ``"materialized"`` or ``"factored"``.
+    """
+
+    _multiplicative = True
+
+    def _adapter_std(self) -> float:
+        return self.init_scale
+
+    def member_weights(self) -> Tensor:
+        """``W_k = W ⊙ (1 + A_k B_kᵀ)``, shape ``(K, out, in)``."""
+        residual = torch.bmm(self.A, self.B.transpose(1, 2))
+        return torch.addcmul(self.weight, self.weight, residual)
+
+    def _factored(self, x: Tensor) -> Tensor:
+        ones_a = self.A.new_ones(self.members, self.out_features, 1)
+        ones_b = self.B.new_ones(self.members, self.in_features, 1)
+        a = torch.cat([ones_a, self.A], dim=2).transpose(1, 2)  # (K, r+1, out)
+        b = torch.cat([ones_b, self.B], dim=2).transpose(1, 2)  # (K, r+1, in)
+        u = F.linear(x.unsqueeze(2) * b, self.weight)  # (B, K, r+1, out): one GEMM
+        return (u * a).sum(dim=2)
+
+
+class AdditiveLowRankLinear(_LowRankEnsembleLinear):
+    r"""Additive low-rank ensemble linear layer (LoMETab's ablation).
+
+    Member ``k`` uses ``W_k = W + A_k B_kᵀ`` and computes ``y_k = W_k x_k + b_k``.
+
+    Shapes: input ``(B, K, in_features)``, output ``(B, K, out_features)``. Parameters as
+    :class:`LoMELinear`: ``weight`` ``(out, in)``, ``bias`` ``(K, out)``, ``A`` ``(K, out, r)``,
+    ``B`` ``(K, in, r)``.
+
+    Initialisation: ``weight`` and ``bias`` as :class:`LoMELinear`. The multiplicative perturbation
+    ``W ⊙ (A_k B_kᵀ)`` has entries of std ``σ_init · std(W) = σ_init / √(3·in)`` (``W`` uniform on
+    ``±1/√in``); to make the same ``init_scale`` mean the same perturbation size, the additive residual
+    ``A_k B_kᵀ`` is drawn with entry std ``σ_init / √(3·in)``: ``A, B ~ N(0, τ²)`` with
+    ``τ = (σ_init / √(3·in·r))^{1/2}``.
+
+    Computation (``form``):
+
+    * ``"materialized"``: ``W_k = W + A_k B_kᵀ`` for all members, one batched matmul;
+    * ``"factored"``: ``y_k = W x_k + A_k (B_kᵀ x_k) + b_k`` — one GEMM of the shared ``W`` over all
+      ``B·K`` rows plus two thin batched products;
+    * ``"auto"``: factored iff ``B·(in+out) < in·out`` (fitted to CPU step times; see
+      :meth:`resolved_form`).
+    """
+
+    _multiplicative = False
+
+    def _adapter_std(self) -> float:
+        return self.init_scale / math.sqrt(3.0 * self.in_features)
+
+    def member_weights(self) -> Tensor:
+        """``W_k = W + A_k B_kᵀ``, shape ``(K, out, in)``."""
+        return torch.baddbmm(self.weight, self.A, self.B.transpose(1, 2))
+
+    def _factored(self, x: Tensor) -> Tensor:
+        shared = F.linear(x, self.weight)  # (B, K, out): one GEMM over B·K rows
+        # (K, B, in) @ (K, in, r) -> (K, B, r) @ (K, r, out) -> (K, B, out)
+        low = torch.bmm(torch.bmm(x.transpose(0, 1), self.B), self.A.transpose(1, 2))
+        return shared + low.transpose(0, 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# K independent layers
+# ----------------------------------------------------------------------------------------------
+class EnsembleLinear(nn.Module):
+    r"""K fully independent linear layers applied as one batched matmul (the deep-ensemble layer).
+
+    ``y_k = x_k W_k + b_k`` with ``W_k = weight[k]`` of shape ``(in, out)``.
+
+    Shapes: input ``(B, K, in_features)``, output ``(B, K, out_features)``. Parameters: ``weight``
+    ``(K, in, out)``, ``bias`` ``(K, out)``.
+
+    Initialisation: each member independently, ``weight[k], bias[k] ~ U(-1/√in, 1/√in)``
+    (``nn.Linear``'s bound), so the K layers start as K independent draws.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        members: int,
+        *,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.in_features = _check_int(in_features, name="in_features", minimum=1)
+        self.out_features = _check_int(out_features, name="out_features", minimum=1)
+        self.members = check_members(members)
+        kw = {"device": device, "dtype": dtype}
+        self.weight = nn.Parameter(torch.empty(members, in_features, out_features, **kw))
+        self.bias = nn.Parameter(torch.empty(members, out_features, **kw)) if bias else None
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Independent ``U(-1/√in, 1/√in)`` draws for every member's weight and bias."""
+        _init_rsqrt_uniform_(self.weight, self.in_features)
+        if self.bias is not None:
+            _init_rsqrt_uniform_(self.bias, self.in_features)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(B, K, in) -> (B, K, out)``."""
+        _check_ensemble_input(x, self.members, self.in_features, type(self).__name__)
+        xk = x.transpose(0, 1)
+        y = (
+            torch.bmm(xk, self.weight)
+            if self.bias is None
+            else torch.baddbmm(self.bias.unsqueeze(1), xk, self.weight)
+        )
+        return y.transpose(0, 1)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, members={self.members}, "
+            f"bias={self.bias is not None}"
+        )
