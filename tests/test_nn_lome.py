@@ -1,0 +1,253 @@
+"""LoMELinear / AdditiveLowRankLinear / EnsembleLinear against K explicit nn.Linear modules."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from ensemblize.nn import AdditiveLowRankLinear, BatchEnsembleLinear, EnsembleLinear, LoMELinear
+
+FORMS = ("materialized", "factored")
+
+
+def explicit_weights(layer) -> torch.Tensor:
+    """Per-member weights (K, out, in) built member by member from the layer's equation."""
+    w = layer.weight.detach()
+    out = []
+    for k in range(layer.members):
+        residual = layer.A[k].detach() @ layer.B[k].detach().T
+        out.append(w * (1 + residual) if isinstance(layer, LoMELinear) else w + residual)
+    return torch.stack(out)
+
+
+def run_explicit(weights: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor, g: torch.Tensor):
+    """K independent nn.Linear modules carrying ``weights[k]``: output, dL/dx, dL/dW_k, dL/db_k."""
+    k_members, fout, fin = weights.shape
+    mods = []
+    for k in range(k_members):
+        m = nn.Linear(fin, fout, bias=bias is not None, dtype=weights.dtype)
+        with torch.no_grad():
+            m.weight.copy_(weights[k])
+            if bias is not None:
+                m.bias.copy_(bias[k])
+        mods.append(m)
+    xr = x.detach().clone().requires_grad_(True)
+    y = torch.stack([mods[k](xr[:, k]) for k in range(k_members)], dim=1)
+    (y * g).sum().backward()
+    gw = torch.stack([m.weight.grad for m in mods])
+    gb = torch.stack([m.bias.grad for m in mods]) if bias is not None else None
+    return y.detach(), xr.grad, gw, gb
+
+
+def run_layer(layer, x, g):
+    xr = x.detach().clone().requires_grad_(True)
+    layer.zero_grad()
+    y = layer(xr)
+    (y * g).sum().backward()
+    return y.detach(), xr.grad
+
+
+def check_low_rank(layer, x, g):
+    ref_y, ref_dx, gw, gb = run_explicit(explicit_weights(layer), layer.bias, x, g)
+    y, dx = run_layer(layer, x, g)
+    torch.testing.assert_close(y, ref_y)
+    torch.testing.assert_close(dx, ref_dx)
+    w, a, b = layer.weight.detach(), layer.A.detach(), layer.B.detach()
+    if isinstance(layer, LoMELinear):
+        # W_k = W ⊙ (1 + A_k B_kᵀ): chain rule written out
+        mask = 1 + a @ b.transpose(1, 2)
+        ref_dw = (gw * mask).sum(0)
+        ref_da = (gw * w) @ b
+        ref_db = (gw * w).transpose(1, 2) @ a
+    else:
+        ref_dw = gw.sum(0)
+        ref_da = gw @ b
+        ref_db = gw.transpose(1, 2) @ a
+    torch.testing.assert_close(layer.weight.grad, ref_dw)
+    torch.testing.assert_close(layer.A.grad, ref_da)
+    torch.testing.assert_close(layer.B.grad, ref_db)
+    if gb is not None:
+        torch.testing.assert_close(layer.bias.grad, gb)
+    else:
+        assert layer.bias is None
+
+
+@pytest.mark.parametrize("cls", [LoMELinear, AdditiveLowRankLinear])
+@pytest.mark.parametrize("form", FORMS)
+def test_matches_explicit_members(cls, form):
+    torch.manual_seed(0)
+    layer = cls(7, 5, 4, 3, 0.8, form=form).double()
+    with torch.no_grad():  # members must differ in bias too
+        layer.bias.normal_()
+    x = torch.randn(6, 4, 7, dtype=torch.double)
+    g = torch.randn(6, 4, 5, dtype=torch.double)
+    check_low_rank(layer, x, g)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    batch=st.integers(1, 5),
+    members=st.integers(1, 4),
+    fin=st.integers(1, 7),
+    fout=st.integers(1, 7),
+    rank=st.integers(1, 4),
+    bias=st.booleans(),
+    multiplicative=st.booleans(),
+    form=st.sampled_from(FORMS),
+    seed=st.integers(0, 2**16),
+)
+def test_matches_explicit_members_property(batch, members, fin, fout, rank, bias, multiplicative, form, seed):
+    torch.manual_seed(seed)
+    cls = LoMELinear if multiplicative else AdditiveLowRankLinear
+    layer = cls(fin, fout, members, rank, 1.3, bias=bias, form=form).double()
+    x = torch.randn(batch, members, fin, dtype=torch.double)
+    g = torch.randn(batch, members, fout, dtype=torch.double)
+    check_low_rank(layer, x, g)
+
+
+@pytest.mark.parametrize("cls", [LoMELinear, AdditiveLowRankLinear])
+def test_auto_form_follows_rule_and_matches(cls):
+    torch.manual_seed(1)
+    layer = cls(64, 64, 3, 2, 0.5).double()
+    small, big = layer.resolved_form(1), layer.resolved_form(512)
+    assert (small, big) == ("factored", "materialized")
+    for batch in (1, 512):
+        x = torch.randn(batch, 3, 64, dtype=torch.double)
+        y = layer(x)
+        layer.form = "materialized"
+        torch.testing.assert_close(y, layer(x))
+        layer.form = "factored"
+        torch.testing.assert_close(y, layer(x))
+        layer.form = "auto"
+
+
+def test_auto_rule_values():
+    # multiplicative: factored iff B < 1 + sqrt(in·out)/(2r); additive: iff B·(in+out) < in·out
+    mul = LoMELinear(512, 512, 2, 4, 0.1)
+    assert mul.resolved_form(64) == "factored" and mul.resolved_form(65) == "materialized"
+    add = AdditiveLowRankLinear(512, 512, 2, 4, 0.1)
+    assert add.resolved_form(255) == "factored" and add.resolved_form(256) == "materialized"
+    fixed = LoMELinear(512, 512, 2, 4, 0.1, form="materialized")
+    assert fixed.resolved_form(1) == "materialized"
+
+
+def test_rank2_lome_represents_any_batch_ensemble_mask():
+    torch.manual_seed(2)
+    k, fin, fout = 5, 6, 4
+    be = BatchEnsembleLinear(fin, fout, k, init="normal").double()
+    with torch.no_grad():
+        be.bias.normal_()
+    for form in FORMS:
+        lome = LoMELinear(fin, fout, k, 2, 0.0, form=form).double()
+        with torch.no_grad():
+            lome.weight.copy_(be.weight)
+            lome.bias.copy_(be.bias)
+            # s rᵀ − 1 = [s, −1] [r, 1]ᵀ
+            lome.A.copy_(torch.stack([be.s, -torch.ones_like(be.s)], dim=2))
+            lome.B.copy_(torch.stack([be.r, torch.ones_like(be.r)], dim=2))
+        x = torch.randn(9, k, fin, dtype=torch.double)
+        torch.testing.assert_close(lome(x), be(x))
+        torch.testing.assert_close(lome.member_weights(), be.member_weights())
+
+
+@pytest.mark.parametrize("rank", [1, 4, 16])
+@pytest.mark.parametrize("scale", [0.1, 1.5])
+def test_lome_residual_init_std(rank, scale):
+    torch.manual_seed(3)
+    layer = LoMELinear(128, 96, 8, rank, scale)
+    residual = layer.A.detach() @ layer.B.detach().transpose(1, 2)
+    assert abs(residual.std().item() / scale - 1) < 0.06
+    assert abs(residual.mean().item()) < 0.05 * scale
+    # parameter std τ = (σ/√r)^{1/2}
+    tau = math.sqrt(scale / math.sqrt(rank))
+    assert abs(layer.A.std().item() / tau - 1) < 0.05
+
+
+def test_additive_residual_init_matches_multiplicative_perturbation():
+    torch.manual_seed(4)
+    fin, scale = 100, 0.7
+    add = AdditiveLowRankLinear(fin, 120, 8, 4, scale)
+    mul = LoMELinear(fin, 120, 8, 4, scale)
+    add_pert = add.A.detach() @ add.B.detach().transpose(1, 2)
+    mul_pert = mul.weight.detach() * (mul.A.detach() @ mul.B.detach().transpose(1, 2))
+    assert abs(add_pert.std().item() / (scale / math.sqrt(3 * fin)) - 1) < 0.06
+    assert abs(add_pert.std().item() / mul_pert.std().item() - 1) < 0.1
+
+
+@pytest.mark.parametrize("cls", [LoMELinear, AdditiveLowRankLinear])
+def test_shared_init(cls):
+    torch.manual_seed(5)
+    layer = cls(200, 150, 4, 2, 0.5)
+    bound = 200**-0.5
+    w = layer.weight.detach()
+    assert w.abs().max() <= bound and abs(w.std().item() / (bound / math.sqrt(3)) - 1) < 0.03
+    assert torch.equal(layer.bias[0].expand_as(layer.bias), layer.bias)  # one draw for all members
+    assert layer.bias.detach().abs().max() <= bound
+    zero = cls(5, 4, 3, 2, 0.0)
+    assert not zero.A.any() and not zero.B.any()
+
+
+def test_parameter_contract():
+    layer = LoMELinear(7, 5, 4, 3, 0.1)
+    shapes = {n: tuple(p.shape) for n, p in layer.named_parameters()}
+    assert shapes == {"weight": (5, 7), "bias": (4, 5), "A": (4, 5, 3), "B": (4, 7, 3)}
+    assert {n for n, _ in LoMELinear(7, 5, 4, 3, 0.1, bias=False).named_parameters()} == {"weight", "A", "B"}
+    ens = EnsembleLinear(7, 5, 4)
+    assert {n: tuple(p.shape) for n, p in ens.named_parameters()} == {"weight": (4, 7, 5), "bias": (4, 5)}
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_ensemble_linear_matches_independent_layers(bias):
+    torch.manual_seed(6)
+    layer = EnsembleLinear(6, 3, 4, bias=bias).double()
+    x = torch.randn(5, 4, 6, dtype=torch.double)
+    g = torch.randn(5, 4, 3, dtype=torch.double)
+    weights = layer.weight.detach().transpose(1, 2)  # nn.Linear stores (out, in)
+    ref_y, ref_dx, gw, gb = run_explicit(weights, layer.bias, x, g)
+    y, dx = run_layer(layer, x, g)
+    torch.testing.assert_close(y, ref_y)
+    torch.testing.assert_close(dx, ref_dx)
+    torch.testing.assert_close(layer.weight.grad, gw.transpose(1, 2))
+    if bias:
+        torch.testing.assert_close(layer.bias.grad, gb)
+        assert not torch.equal(layer.bias[0], layer.bias[1])  # independent draws
+    assert not torch.equal(layer.weight[0], layer.weight[1])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"rank": 0}, "rank must be >= 1, got 0"),
+        ({"init_scale": -0.5}, "init_scale must be finite and >= 0, got -0.5"),
+        ({"init_scale": float("nan")}, "init_scale"),
+        ({"members": 0}, "members must be >= 1, got 0"),
+        ({"in_features": 0}, "in_features must be >= 1, got 0"),
+        ({"form": "fast"}, "form must be one of .* got 'fast'"),
+    ],
+)
+@pytest.mark.parametrize("cls", [LoMELinear, AdditiveLowRankLinear])
+def test_bad_arguments(cls, kwargs, match):
+    args = {"in_features": 4, "out_features": 3, "members": 2, "rank": 2, "init_scale": 0.1, **kwargs}
+    form = args.pop("form", "auto")
+    with pytest.raises(ValueError, match=match):
+        cls(**args, form=form)
+
+
+def test_bad_types_and_input_shapes():
+    with pytest.raises(TypeError, match="rank must be an int"):
+        LoMELinear(4, 3, 2, 1.5, 0.1)
+    with pytest.raises(TypeError, match="members"):
+        EnsembleLinear(4, 3, True)
+    for layer in (
+        LoMELinear(4, 3, 2, 1, 0.1),
+        AdditiveLowRankLinear(4, 3, 2, 1, 0.1),
+        EnsembleLinear(4, 3, 2),
+    ):
+        for bad in (torch.randn(5, 4), torch.randn(5, 3, 4), torch.randn(5, 2, 5)):
+            with pytest.raises(ValueError, match=r"\(B, K, in\) = \(B, 2, 4\), got \(5, "):
+                layer(bad)
