@@ -66,14 +66,14 @@ def probabilities(
     check_finite(arr, name=name)
     if (arr < 0).any():
         idx = tuple(int(i) for i in np.argwhere(arr < 0)[0])
-        raise ValueError(f"{name} has a negative probability {arr[idx]!r} at index {idx}")
+        raise ValueError(f"{name} has a negative probability {float(arr[idx])!r} at index {idx}")
     sums = arr.sum(axis=-1)
     bad = np.abs(sums - 1.0) > atol
     if bad.any():
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
         where = f"row {idx[0]}" if len(idx) == 1 else f"row {idx}"
         raise ValueError(
-            f"{name} {where} sums to {sums[idx]!r}, not 1 (tolerance {atol:g}); "
+            f"{name} {where} sums to {float(sums[idx])!r}, not 1 (tolerance {atol:g}); "
             "pass probabilities (softmax outputs), not logits"
         )
     return arr
@@ -126,8 +126,13 @@ def confidence_and_losses(confidence: object, losses: object) -> tuple[np.ndarra
         raise ValueError(f"losses has length {loss.shape[0]} but confidence has length {conf.shape[0]}")
     if (loss < 0).any():
         i = int(np.argmax(loss < 0))
-        raise ValueError(f"losses must be >= 0, got {loss[i]!r} at index {i}")
+        raise ValueError(f"losses must be >= 0, got {float(loss[i])!r} at index {i}")
     return conf, loss
+
+
+def coverage(value: object) -> float:
+    """Return ``value`` if it lies in (0, 1], else raise naming it."""
+    return check_fraction(value, name="coverage")
 
 
 def n_bins(value: object) -> int:
@@ -140,8 +145,10 @@ def n_bins(value: object) -> int:
 
 def open_unit(value: object, *, name: str) -> float:
     """Return ``value`` if it lies strictly inside (0, 1), else raise naming it."""
-    v = check_fraction(value, name=name)
-    if v >= 1:
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    v = float(value)
+    if not 0 < v < 1:
         raise ValueError(f"{name} must lie in (0, 1), got {value!r}")
     return v
 

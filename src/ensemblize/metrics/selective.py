@@ -94,7 +94,7 @@ def risk_at_coverage(confidence: object, losses: object, coverage: float) -> flo
     ``⌈·⌉`` is taken with a 1e-9·N slack against rounding (``0.3 · 10`` keeps 3 samples), and at
     least one sample is kept.
     """
-    cov = V.check_fraction(coverage, name="coverage")
+    cov = V.coverage(coverage)
     curve = risk_coverage(confidence, losses)
     k = V.count_for_fraction(cov, len(curve.risk))
     return float(curve.risk[k - 1])

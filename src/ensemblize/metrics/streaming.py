@@ -290,7 +290,7 @@ class RiskAtCoverage(_Selective):
     fn = staticmethod(risk_at_coverage)
 
     def __init__(self, coverage: float) -> None:
-        V.check_fraction(coverage, name="coverage")
+        V.coverage(coverage)
         super().__init__(coverage=coverage)
 
 
