@@ -1,0 +1,316 @@
+"""σNorm: per-member normalization with a sigmoid-bounded per-feature gate (σN-Ens).
+
+Member ``t`` of ``M`` computes, for feature ``i``::
+
+    σNorm_t(x)_i = σ(γ_{t,i}) · ( w_i · x̂_{t,i} + b_{t,i} )
+
+* ``x̂_t`` — ``x`` normalised with member ``t``'s own statistics (BatchNorm: its own batch
+  statistics in training and its own running mean / variance in eval; LayerNorm / GroupNorm:
+  per-sample statistics, which are per member by construction);
+* ``σ(γ_t)`` — the gate, a per-member, per-feature importance bounded in (0, 1)
+  (parameter ``gate_logits``, shape ``(M, C)``); this is the quantity the softmax-temperature
+  regulariser of :mod:`ensemblize.diversity` acts on;
+* ``b_t`` — a per-member shift (parameter ``bias``, shape ``(M, C)``);
+* ``w`` — an amplitude shared by all members (parameter ``weight``, shape ``(C,)``).
+
+Why a shared amplitude. The gate must stay sigmoid-bounded, yet converting a pretrained norm
+layer (weight ``w₀`` of any sign and size, bias ``b₀``) must be exactly function-preserving. With
+gate logits initialised at ``γ₀`` (default 0, so ``σ(γ₀) = ½``), conversion sets
+``w = w₀ / σ(γ₀)`` and ``b_t = b₀ / σ(γ₀)``, so every member initially computes ``w₀ x̂ + b₀``.
+A gate driven to 0 switches the feature off for that member entirely (shift included), which is
+the hard-partitioning limit of the method. Per member this adds ``2·C`` parameters (gate logits
+and shift); the amplitude is shared.
+
+Layouts (the member contract of :mod:`ensemblize.members`): inputs arrive with the member axis
+folded into the batch in ``repeat_interleave`` order, ``(B·M, C, ...)``. For BatchNorm the view
+``(B, M·C, ...)`` puts member ``t``'s channels at ``[t·C, (t+1)·C)``, so per-member BatchNorm is a
+single call of the stock kernel with the gate and affine folded into its weight and bias — no
+Python loop over members and no copy. LayerNorm / GroupNorm normalise without affine and apply the
+per-member affine as one broadcast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..members import check_members
+
+__all__ = [
+    "SigmaNorm",
+    "SigmaBatchNorm1d",
+    "SigmaBatchNorm2d",
+    "SigmaBatchNorm3d",
+    "SigmaLayerNorm",
+    "SigmaGroupNorm",
+]
+
+
+class SigmaNorm(nn.Module):
+    """Base class of σNorm layers: owns ``weight`` (C,), ``bias`` (M, C) and ``gate_logits`` (M, C).
+
+    ``C`` is the number of gated features (channels for BatchNorm / GroupNorm, the flattened
+    ``normalized_shape`` for LayerNorm).
+    """
+
+    members: int
+    num_gated: int
+
+    def _init_affine(self, num_gated: int, members: int, gate_init: float) -> None:
+        self.members = check_members(members)
+        self.num_gated = int(num_gated)
+        self.gate_init = float(gate_init)
+        amplitude = 1.0 / torch.sigmoid(torch.tensor(self.gate_init)).item()
+        self.weight = nn.Parameter(torch.full((num_gated,), amplitude))
+        self.bias = nn.Parameter(torch.zeros(members, num_gated))
+        self.gate_logits = nn.Parameter(torch.full((members, num_gated), self.gate_init))
+
+    def gates(self) -> Tensor:
+        """``σ(γ)``, shape ``(M, C)``: member ``t``'s importance of feature ``i``."""
+        return torch.sigmoid(self.gate_logits)
+
+    def member_scale_shift(self) -> tuple[Tensor, Tensor]:
+        """Per-member affine after normalisation: ``(σ(γ_t) ⊙ w, σ(γ_t) ⊙ b_t)``, each ``(M, C)``."""
+        g = self.gates()
+        return g * self.weight, g * self.bias
+
+    @torch.no_grad()
+    def load_from_norm(
+        self,
+        weight: Tensor | None,
+        bias: Tensor | None,
+        *,
+        noise: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        """Copy a plain norm layer's affine into every member, function-preservingly (see module doc).
+
+        ``noise`` adds ``noise · N(0, 1)`` to each member's gate logits so that members differ.
+        """
+        s0 = torch.sigmoid(torch.tensor(self.gate_init)).item()
+        w = torch.ones(self.num_gated) if weight is None else weight.detach().reshape(-1).float()
+        b = torch.zeros(self.num_gated) if bias is None else bias.detach().reshape(-1).float()
+        self.weight.copy_(w / s0)
+        self.bias.copy_((b / s0).expand(self.members, -1))
+        self.gate_logits.fill_(self.gate_init)
+        if noise:
+            eps = torch.randn(self.gate_logits.shape, generator=generator)
+            self.gate_logits.add_(noise * eps)
+
+    def _check_batch(self, x: Tensor) -> int:
+        if x.shape[0] % self.members:
+            raise ValueError(
+                f"{type(self).__name__}: leading size {x.shape[0]} is not a multiple of members={self.members}; "
+                "σNorm layers expect the interleaved (B·M, ...) layout"
+            )
+        return x.shape[0] // self.members
+
+
+class _SigmaBatchNorm(SigmaNorm):
+    """Per-member BatchNorm over ``(B·M, C, *spatial)`` with running statistics of shape ``(M, C)``."""
+
+    _expected_dims: tuple[int, ...] = ()
+
+    def __init__(
+        self,
+        num_features: int,
+        members: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        *,
+        track_running_stats: bool = True,
+        gate_init: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if num_features < 1:
+            raise ValueError(f"num_features must be >= 1, got {num_features}")
+        self.num_features = int(num_features)
+        self.eps = float(eps)
+        self.momentum = momentum
+        self.track_running_stats = track_running_stats
+        self._init_affine(num_features, members, gate_init)
+        if track_running_stats:
+            self.register_buffer("running_mean", torch.zeros(members, num_features))
+            self.register_buffer("running_var", torch.ones(members, num_features))
+            self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, members={self.members}, eps={self.eps}, momentum={self.momentum}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
+
+    @torch.no_grad()
+    def load_from_norm_module(
+        self,
+        norm: nn.modules.batchnorm._BatchNorm,
+        *,
+        noise: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        """Copy a plain BatchNorm's affine and running statistics into every member."""
+        self.load_from_norm(
+            norm.weight if norm.affine else None,
+            norm.bias if norm.affine else None,
+            noise=noise,
+            generator=generator,
+        )
+        if self.track_running_stats and norm.track_running_stats:
+            self.running_mean.copy_(norm.running_mean.expand(self.members, -1))
+            self.running_var.copy_(norm.running_var.expand(self.members, -1))
+            self.num_batches_tracked.copy_(norm.num_batches_tracked)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(B·M, C, *spatial) -> (B·M, C, *spatial)``; one ``F.batch_norm`` call on ``(B, M·C, *spatial)``."""
+        if x.dim() not in self._expected_dims:
+            raise ValueError(
+                f"{type(self).__name__} expects {self._expected_dims}-D input, got shape {tuple(x.shape)}"
+            )
+        if x.shape[1] != self.num_features:
+            raise ValueError(
+                f"{type(self).__name__}: expected {self.num_features} channels, got {x.shape[1]}"
+            )
+        b = self._check_batch(x)
+        m, c = self.members, self.num_features
+        scale, shift = self.member_scale_shift()
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked.add_(1)
+            factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+        else:
+            factor = 0.0
+        use_batch_stats = self.training or not self.track_running_stats
+        y = F.batch_norm(
+            x.reshape(b, m * c, *x.shape[2:]),
+            self.running_mean.view(m * c) if self.running_mean is not None else None,
+            self.running_var.view(m * c) if self.running_var is not None else None,
+            scale.reshape(m * c),
+            shift.reshape(m * c),
+            use_batch_stats,
+            factor,
+            self.eps,
+        )
+        return y.reshape(x.shape)
+
+
+class SigmaBatchNorm1d(_SigmaBatchNorm):
+    """σNorm twin of ``nn.BatchNorm1d``: ``(B·M, C)`` or ``(B·M, C, L)`` -> same shape.
+
+    Member ``t``: ``σ(γ_t) ⊙ (w ⊙ BN_t(x) + b_t)`` with BN_t using member ``t``'s statistics.
+    """
+
+    _expected_dims = (2, 3)
+
+
+class SigmaBatchNorm2d(_SigmaBatchNorm):
+    """σNorm twin of ``nn.BatchNorm2d``: ``(B·M, C, H, W) -> (B·M, C, H, W)``.
+
+    Member ``t``: ``σ(γ_t) ⊙ (w ⊙ BN_t(x) + b_t)`` with BN_t using member ``t``'s statistics.
+    """
+
+    _expected_dims = (4,)
+
+
+class SigmaBatchNorm3d(_SigmaBatchNorm):
+    """σNorm twin of ``nn.BatchNorm3d``: ``(B·M, C, D, H, W)`` -> same shape."""
+
+    _expected_dims = (5,)
+
+
+class SigmaLayerNorm(SigmaNorm):
+    """σNorm twin of ``nn.LayerNorm``: ``(B·M, *, *normalized_shape)`` -> same shape.
+
+    Member ``t``: ``σ(γ_t) ⊙ (w ⊙ LN(x) + b_t)``; LN's statistics are per sample and hence per
+    member. The gate is per element of ``normalized_shape`` (flattened to ``C`` features).
+    """
+
+    def __init__(
+        self,
+        normalized_shape: int | Sequence[int],
+        members: int,
+        eps: float = 1e-5,
+        *,
+        gate_init: float = 0.0,
+    ) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        if not shape or any(int(s) < 1 for s in shape):
+            raise ValueError(f"normalized_shape must be positive sizes, got {normalized_shape!r}")
+        self.normalized_shape = tuple(int(s) for s in shape)
+        self.eps = float(eps)
+        self._init_affine(int(torch.tensor(self.normalized_shape).prod()), members, gate_init)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, members={self.members}, eps={self.eps}"
+
+    @torch.no_grad()
+    def load_from_norm_module(
+        self, norm: nn.LayerNorm, *, noise: float = 0.0, generator: torch.Generator | None = None
+    ) -> None:
+        """Copy a plain LayerNorm's affine into every member."""
+        self.load_from_norm(norm.weight, getattr(norm, "bias", None), noise=noise, generator=generator)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(B·M, *, *normalized_shape) -> same``: normalise, then one broadcast of the member affine."""
+        k = len(self.normalized_shape)
+        if tuple(x.shape[x.dim() - k :]) != self.normalized_shape:
+            raise ValueError(
+                f"SigmaLayerNorm expects trailing shape {self.normalized_shape}, got input shape {tuple(x.shape)}"
+            )
+        b = self._check_batch(x)
+        xhat = F.layer_norm(x, self.normalized_shape, None, None, self.eps)
+        scale, shift = self.member_scale_shift()
+        middle = (1,) * (x.dim() - 1 - k)
+        view = (self.members, *middle, *self.normalized_shape)
+        y = xhat.reshape(b, self.members, *x.shape[1:]) * scale.view(view) + shift.view(view)
+        return y.reshape(x.shape)
+
+
+class SigmaGroupNorm(SigmaNorm):
+    """σNorm twin of ``nn.GroupNorm``: ``(B·M, C, *)`` -> same; gate per channel.
+
+    Member ``t``: ``σ(γ_t) ⊙ (w ⊙ GN(x) + b_t)``; GroupNorm's statistics are per sample.
+    """
+
+    def __init__(
+        self, num_groups: int, num_channels: int, members: int, eps: float = 1e-5, *, gate_init: float = 0.0
+    ) -> None:
+        super().__init__()
+        if num_groups < 1 or num_channels % num_groups:
+            raise ValueError(f"num_channels={num_channels} must be divisible by num_groups={num_groups}")
+        self.num_groups = int(num_groups)
+        self.num_channels = int(num_channels)
+        self.eps = float(eps)
+        self._init_affine(num_channels, members, gate_init)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_groups}, {self.num_channels}, members={self.members}, eps={self.eps}"
+
+    @torch.no_grad()
+    def load_from_norm_module(
+        self, norm: nn.GroupNorm, *, noise: float = 0.0, generator: torch.Generator | None = None
+    ) -> None:
+        """Copy a plain GroupNorm's affine into every member."""
+        self.load_from_norm(
+            norm.weight if norm.affine else None,
+            norm.bias if norm.affine else None,
+            noise=noise,
+            generator=generator,
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(B·M, C, *) -> (B·M, C, *)``."""
+        if x.dim() < 2 or x.shape[1] != self.num_channels:
+            raise ValueError(f"SigmaGroupNorm expects (B·M, {self.num_channels}, ...), got {tuple(x.shape)}")
+        b = self._check_batch(x)
+        xhat = F.group_norm(x, self.num_groups, None, None, self.eps)
+        scale, shift = self.member_scale_shift()
+        view = (self.members, self.num_channels, *([1] * (x.dim() - 2)))
+        y = xhat.reshape(b, self.members, *x.shape[1:]) * scale.view(view) + shift.view(view)
+        return y.reshape(x.shape)

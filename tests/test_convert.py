@@ -1,0 +1,183 @@
+"""sigma_ensemble: function-preserving conversion of any nn.Module, shared weights, new module."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import ensemblize as ez
+from ensemblize.nn.sigma_norm import SigmaNorm
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(c)
+        self.inner = nn.Sequential(nn.Conv2d(c, c, 1), nn.GroupNorm(2, c), nn.ReLU())
+
+    def forward(self, x):
+        return torch.relu(x + self.inner(self.bn(self.conv(x))))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+        self.blocks = nn.ModuleList([Block(4), Block(4)])
+        self.head = nn.Sequential(
+            nn.Flatten(), nn.Linear(4 * 8 * 8, 16), nn.BatchNorm1d(16), nn.LayerNorm(16), nn.Linear(16, 3)
+        )
+
+    def forward(self, x):
+        x = self.stem(x)
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+def _pretrained_net(seed=0):
+    torch.manual_seed(seed)
+    net = Net()
+    # make the affine parameters and running statistics non-trivial, as after training
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.GroupNorm, nn.LayerNorm)):
+                m.weight.normal_(0, 1.5)  # includes negative and > 1 weights
+                m.bias.normal_()
+            if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+                m.running_mean.normal_()
+                m.running_var.uniform_(0.5, 2)
+    return net
+
+
+def test_noise_zero_is_function_preserving_in_eval_and_train():
+    net = _pretrained_net()
+    x = torch.randn(5, 1, 8, 8)
+    for training in (False, True):
+        ref_net = copy.deepcopy(net).train(training)
+        ens = ez.sigma_ensemble(net, members=3, noise=0.0).train(training)
+        out = ens(x)
+        ref = ref_net(x)
+        assert out.shape == (5, 3, 3)
+        for m in range(3):
+            torch.testing.assert_close(out[:, m], ref, atol=1e-5, rtol=1e-5)
+        if training:  # running statistics of every member follow the original's
+            plain = [m for m in ref_net.modules() if isinstance(m, nn.BatchNorm2d)]
+            sig = [m for m in ens.modules() if isinstance(m, ez.nn.SigmaBatchNorm2d)]
+            for p, s in zip(plain, sig, strict=True):
+                torch.testing.assert_close(
+                    s.running_mean, p.running_mean.expand_as(s.running_mean), atol=1e-5, rtol=1e-5
+                )
+                torch.testing.assert_close(
+                    s.running_var, p.running_var.expand_as(s.running_var), atol=1e-5, rtol=1e-5
+                )
+
+
+def test_input_model_is_untouched_and_a_new_module_is_returned():
+    net = _pretrained_net()
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    kinds = [type(m) for m in net.modules()]
+    ens = ez.sigma_ensemble(net, members=2)
+    ens.train()(torch.randn(4, 1, 8, 8)).sum().backward()
+    assert [type(m) for m in net.modules()] == kinds
+    for k, v in net.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    assert all(p.grad is None for p in net.parameters())
+    assert not any(
+        isinstance(m, (nn.BatchNorm2d, nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d)) for m in ens.modules()
+    )
+
+
+def test_only_norm_parameters_grow_and_everything_else_is_shared():
+    net = _pretrained_net()
+    M = 4
+    ens = ez.sigma_ensemble(net, members=M)
+    norm_features = sum(
+        m.weight.numel()
+        for m in net.modules()
+        if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.GroupNorm, nn.LayerNorm))
+    )
+    n_old = sum(p.numel() for p in net.parameters())
+    n_new = sum(p.numel() for p in ens.parameters())
+    # per norm layer of C features: w, b (2C) become shared w (C) + per-member b, γ (2MC)
+    assert n_new - n_old == (2 * M - 1) * norm_features
+    non_norm_old = sum(p.numel() for n, p in net.named_parameters() if not _is_norm_param(net, n))
+    non_norm_new = sum(
+        p.numel() for n, p in ens.named_parameters() if not isinstance(_owner(ens, n), SigmaNorm)
+    )
+    assert non_norm_old == non_norm_new
+
+
+def _owner(model, pname):
+    return model.get_submodule(pname.rsplit(".", 1)[0])
+
+
+def _is_norm_param(model, pname):
+    return isinstance(_owner(model, pname), (nn.BatchNorm1d, nn.BatchNorm2d, nn.GroupNorm, nn.LayerNorm))
+
+
+def test_default_noise_makes_members_differ_and_seed_is_reproducible():
+    net = _pretrained_net().eval()
+    x = torch.randn(6, 1, 8, 8)
+    out = ez.sigma_ensemble(net, members=4, seed=1).eval()(x)
+    assert (out[:, 0] - out[:, 1]).abs().max() > 1e-3
+    again = ez.sigma_ensemble(net, members=4, seed=1).eval()(x)
+    torch.testing.assert_close(out, again)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="no BatchNorm/LayerNorm/GroupNorm"):
+        ez.sigma_ensemble(nn.Sequential(nn.Linear(3, 3)), members=2)
+    with pytest.raises(ValueError, match="members"):
+        ez.sigma_ensemble(_pretrained_net(), members=0)
+    with pytest.raises(ValueError, match="noise"):
+        ez.sigma_ensemble(_pretrained_net(), members=2, noise=-1.0)
+    with pytest.raises(TypeError, match="nn.Module"):
+        ez.sigma_ensemble(lambda x: x, members=2)
+
+
+def test_outputs_in_containers_are_unfolded():
+    class Multi(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = nn.LayerNorm(3)
+
+        def forward(self, x, scale=None):
+            y = self.ln(x)
+            return {"y": y, "pair": (y.sum(-1), torch.tensor(1.0))}
+
+    ens = ez.sigma_ensemble(Multi(), members=2, noise=0.0)
+    out = ens(torch.randn(5, 3))
+    assert out["y"].shape == (5, 2, 3) and out["pair"][0].shape == (5, 2) and out["pair"][1].dim() == 0
+
+
+def test_huggingface_transformer_converts_and_preserves_function():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BertConfig(
+        vocab_size=40,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        num_labels=3,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    torch.manual_seed(0)
+    model = transformers.BertForSequenceClassification(cfg)
+    ids = torch.randint(0, 40, (4, 7))
+    mask = torch.ones(4, 7, dtype=torch.long)
+    mask[0, 5:] = 0
+    ens = ez.sigma_ensemble(model, members=3, noise=0.0)
+    assert len(ens.converted) == 1 + 2 * 2  # embeddings LN + two LNs per layer
+    for training in (False, True):
+        model.train(training)
+        ens.train(training)
+        ref = model(input_ids=ids, attention_mask=mask).logits
+        out = ens(input_ids=ids, attention_mask=mask).logits
+        assert out.shape == (4, 3, 3)
+        for m in range(3):
+            torch.testing.assert_close(out[:, m], ref, atol=1e-5, rtol=1e-5)

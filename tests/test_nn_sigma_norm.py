@@ -1,0 +1,177 @@
+"""σNorm layers equal M independent plain norm layers carrying the same parameters (values, not shapes)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from ensemblize.nn import SigmaBatchNorm1d, SigmaBatchNorm2d, SigmaGroupNorm, SigmaLayerNorm
+from ensemblize.nn.sigma_norm import SigmaBatchNorm3d
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+
+
+def _randomize(layer, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.copy_(torch.randn(p.shape, generator=g))
+        if getattr(layer, "running_mean", None) is not None:
+            layer.running_mean.copy_(torch.randn(layer.running_mean.shape, generator=g))
+            layer.running_var.copy_(torch.rand(layer.running_var.shape, generator=g) + 0.5)
+    return layer
+
+
+def _plain_bn_members(layer, plain_cls):
+    """M independent plain BatchNorm layers with weight σ(γ_t)·w, bias σ(γ_t)·b_t and member t's running stats."""
+    scale, shift = layer.member_scale_shift()
+    out = []
+    for t in range(layer.members):
+        bn = plain_cls(layer.num_features, eps=layer.eps, momentum=layer.momentum)
+        with torch.no_grad():
+            bn.weight.copy_(scale[t])
+            bn.bias.copy_(shift[t])
+            bn.running_mean.copy_(layer.running_mean[t])
+            bn.running_var.copy_(layer.running_var[t])
+        out.append(bn)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("cls", "plain", "spatial"),
+    [
+        (SigmaBatchNorm1d, nn.BatchNorm1d, ()),
+        (SigmaBatchNorm1d, nn.BatchNorm1d, (5,)),
+        (SigmaBatchNorm2d, nn.BatchNorm2d, (3, 4)),
+        (SigmaBatchNorm3d, nn.BatchNorm3d, (2, 2, 3)),
+    ],
+)
+@pytest.mark.parametrize("members", [1, 3])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batchnorm_equals_independent_layers(cls, plain, spatial, members, training, momentum):
+    B, C = 6, 4
+    layer = _randomize(cls(C, members, momentum=momentum), seed=members)
+    refs = _plain_bn_members(layer, plain)
+    for r in refs:
+        r.momentum = momentum
+        r.train(training)
+    layer.train(training)
+    x = torch.randn(B * members, C, *spatial, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    up = torch.randn(x.shape, generator=torch.Generator().manual_seed(2))
+    for _ in range(2):  # two steps so cumulative (momentum=None) averaging is exercised
+        y = layer(x)
+        x_ref = x.detach().clone().requires_grad_(True)
+        y_ref = torch.stack([refs[t](x_ref[t::members]) for t in range(members)], dim=1).reshape(y.shape)
+        torch.testing.assert_close(y, y_ref, **TOL)
+        (g,) = torch.autograd.grad((y * up).sum(), x)
+        (g_ref,) = torch.autograd.grad((y_ref * up).sum(), x_ref)
+        torch.testing.assert_close(g, g_ref, **TOL)
+    for t in range(members):
+        torch.testing.assert_close(layer.running_mean[t], refs[t].running_mean, **TOL)
+        torch.testing.assert_close(layer.running_var[t], refs[t].running_var, **TOL)
+    if training:
+        assert int(layer.num_batches_tracked) == 2
+
+
+def test_batchnorm_parameter_gradients_follow_the_equation():
+    """d/d(weight, bias, gate_logits) of σ(γ_t)(w x̂_t + b_t) match an explicit per-member loop."""
+    M, B, C = 3, 5, 4
+    layer = _randomize(SigmaBatchNorm2d(C, M), seed=7).train()
+    x = torch.randn(B * M, C, 3, 3, generator=torch.Generator().manual_seed(3))
+    up = torch.randn(x.shape, generator=torch.Generator().manual_seed(4))
+    grads = torch.autograd.grad((layer(x) * up).sum(), [layer.weight, layer.bias, layer.gate_logits])
+    w = layer.weight.detach().clone().requires_grad_(True)
+    b = layer.bias.detach().clone().requires_grad_(True)
+    gam = layer.gate_logits.detach().clone().requires_grad_(True)
+    total = 0
+    for t in range(M):
+        xt = x[t::M]
+        mean = xt.mean(dim=(0, 2, 3), keepdim=True)
+        var = xt.var(dim=(0, 2, 3), unbiased=False, keepdim=True)
+        xhat = (xt - mean) / torch.sqrt(var + layer.eps)
+        yt = torch.sigmoid(gam[t]).view(1, C, 1, 1) * (w.view(1, C, 1, 1) * xhat + b[t].view(1, C, 1, 1))
+        total = total + (yt * up[t::M]).sum()
+    ref = torch.autograd.grad(total, [w, b, gam])
+    for a, r in zip(grads, ref, strict=True):
+        torch.testing.assert_close(a, r, **TOL)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    members=st.integers(1, 4),
+    batch=st.integers(2, 4),
+    channels=st.integers(1, 5),
+    training=st.booleans(),
+    seed=st.integers(0, 10_000),
+)
+def test_batchnorm2d_property(members, batch, channels, training, seed):
+    layer = _randomize(SigmaBatchNorm2d(channels, members), seed=seed).train(training)
+    refs = _plain_bn_members(layer, nn.BatchNorm2d)
+    x = torch.randn(batch * members, channels, 2, 2, generator=torch.Generator().manual_seed(seed))
+    y = layer(x)
+    for t in range(members):
+        refs[t].train(training)
+        torch.testing.assert_close(y[t::members], refs[t](x[t::members]), **TOL)
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 4)])
+@pytest.mark.parametrize("middle", [(), (5,)])
+def test_layernorm_equals_independent_layers(shape, middle):
+    M, B = 3, 4
+    layer = _randomize(SigmaLayerNorm(shape, M), seed=11)
+    scale, shift = layer.member_scale_shift()
+    x = torch.randn(B * M, *middle, *shape, generator=torch.Generator().manual_seed(5), requires_grad=True)
+    up = torch.randn(x.shape, generator=torch.Generator().manual_seed(6))
+    y = layer(x)
+    x_ref = x.detach().clone().requires_grad_(True)
+    outs = []
+    for t in range(M):
+        ln = nn.LayerNorm(shape, eps=layer.eps)
+        with torch.no_grad():
+            ln.weight.copy_(scale[t].view(shape))
+            ln.bias.copy_(shift[t].view(shape))
+        outs.append(ln(x_ref[t::M]))
+    y_ref = torch.stack(outs, dim=1).reshape(y.shape)
+    torch.testing.assert_close(y, y_ref, **TOL)
+    torch.testing.assert_close(
+        torch.autograd.grad((y * up).sum(), x)[0], torch.autograd.grad((y_ref * up).sum(), x_ref)[0], **TOL
+    )
+
+
+def test_groupnorm_equals_independent_layers():
+    M, B, C = 2, 3, 6
+    layer = _randomize(SigmaGroupNorm(3, C, M), seed=12)
+    scale, shift = layer.member_scale_shift()
+    x = torch.randn(B * M, C, 4, 4, generator=torch.Generator().manual_seed(8))
+    y = layer(x)
+    for t in range(M):
+        ref = F.group_norm(x[t::M], 3, scale[t], shift[t], layer.eps)
+        torch.testing.assert_close(y[t::M], ref, **TOL)
+
+
+def test_bad_inputs_name_the_problem():
+    with pytest.raises(ValueError, match="members"):
+        SigmaBatchNorm2d(4, 0)
+    with pytest.raises(TypeError, match="members"):
+        SigmaLayerNorm(4, 2.5)
+    layer = SigmaBatchNorm2d(4, 3)
+    with pytest.raises(ValueError, match="multiple of members=3"):
+        layer(torch.randn(4, 4, 2, 2))
+    with pytest.raises(ValueError, match="expected 4 channels, got 5"):
+        layer(torch.randn(6, 5, 2, 2))
+    with pytest.raises(ValueError, match="trailing shape"):
+        SigmaLayerNorm(8, 2)(torch.randn(4, 7))
+    with pytest.raises(ValueError, match="divisible"):
+        SigmaGroupNorm(4, 6, 2)
+
+
+def test_default_gate_is_bounded_and_initial_member_equals_identity_affine():
+    """A fresh layer starts with σ(γ)=½ and amplitude 2, i.e. exactly a plain norm with weight 1, bias 0."""
+    layer = SigmaLayerNorm(5, 4)
+    g = layer.gates()
+    assert torch.all((g > 0) & (g < 1))
+    x = torch.randn(8, 5)
+    torch.testing.assert_close(layer(x), F.layer_norm(x, (5,)), **TOL)
