@@ -94,11 +94,11 @@ def test_regulariser_alone_with_adam(members):
             if members == 4:
                 assert s.single_owner_fraction > 0.5
     # owners per feature rise with τ (from ~1 towards M/2, the limit of the loss's minimiser)
-    assert all(b >= a - 0.02 for a, b in zip(owners, owners[1:])), owners
+    assert all(b >= a - 0.02 for a, b in zip(owners, owners[1:], strict=False)), owners
     assert owners[-1] - owners[0] > 0.5 * members / 2 - 1
     assert abs(owners[-1] - members / 2) < 0.25 and optimal_owners(5.0, members) < members / 2
     # the gap to the uniform-gate value shrinks as τ grows
-    assert all(b < a for a, b in zip(gaps, gaps[1:])), gaps
+    assert all(b < a for a, b in zip(gaps, gaps[1:], strict=False)), gaps
 
 
 def test_sgd_partitions_hard_at_low_tau_for_eight_members():
