@@ -510,7 +510,7 @@ def quantile_normal_transform(X: np.ndarray, quantiles: np.ndarray, references: 
     ``u = ½·(interp(x, q, r) − interp(−x, −q[::-1], −r[::-1]))`` (the mean of the upward and the
     downward interpolation, which matters for repeated quantiles), ``u = 0`` where
     ``x − 1e-7 < q[0]``, ``u = 1`` where ``x + 1e-7 > q[-1]``, then ``Φ⁻¹(u)`` clipped to
-    ``±Φ⁻¹(1e-7 − ε)``.
+    ``[Φ⁻¹(1e-7 − ε), Φ⁻¹(1 − (1e-7 − ε))]``.
     """
     from scipy.special import ndtri
 
@@ -526,9 +526,10 @@ def quantile_normal_transform(X: np.ndarray, quantiles: np.ndarray, references: 
         u[x + _BOUNDS_THRESHOLD > qj[-1]] = 1.0
         u[x - _BOUNDS_THRESHOLD < qj[0]] = 0.0
         out[:, j] = u
-    bound = ndtri(_BOUNDS_THRESHOLD - np.spacing(1))
+    low = ndtri(_BOUNDS_THRESHOLD - np.spacing(1))
+    high = ndtri(1 - (_BOUNDS_THRESHOLD - np.spacing(1)))  # not -low: 1 - t rounds
     with np.errstate(divide="ignore"):
-        return np.clip(ndtri(out), bound, -bound)
+        return np.clip(ndtri(out), low, high)
 
 
 def _as_frame(X: Any, *, name: str = "X") -> pd.DataFrame:
@@ -762,7 +763,7 @@ class TabularPreprocessor:
             if nan.any():
                 strings[nan] = self.fill_values_[c]
             cats = self.categories_[c]
-            codes = pd.Categorical(strings, categories=cats).codes  # -1 for unseen categories
+            codes = pd.Index(cats).get_indexer(strings)  # -1 for unseen categories
             block = np.zeros((n, len(cats)), dtype=np.float64)
             seen = codes >= 0
             block[np.flatnonzero(seen), codes[seen]] = 1.0

@@ -1,0 +1,391 @@
+"""ensemblize.data.tabular: real tables offline, the TabM split and the noisy quantile preprocessor."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.preprocessing import QuantileTransformer
+
+from ensemblize.data.tabular import (
+    BENCHMARK_TABLES,
+    TableSplits,
+    TabularDataset,
+    TabularPreprocessor,
+    detect_column_types,
+    evaluate_predictions,
+    load_benchmark,
+    load_table,
+    prepare,
+    quantile_normal_transform,
+    split,
+    split_sizes,
+)
+
+# --------------------------------------------------------------------------------------------
+# loading
+# --------------------------------------------------------------------------------------------
+
+SMALL = [name for name in BENCHMARK_TABLES if name != "diamonds"]
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_registry_tables_load_offline_with_recorded_facts(name):
+    spec = BENCHMARK_TABLES[name]
+    ds = load_benchmark(name)
+    assert (ds.n_rows, len(ds.numeric), len(ds.categorical)) == (
+        spec.n_rows,
+        spec.n_numeric,
+        spec.n_categorical,
+    )
+    assert ds.n_rows >= 500
+    assert ds.task == spec.task
+    assert spec.target not in ds.X.columns
+    assert "rownames" not in ds.X.columns and "Unnamed: 0" not in ds.X.columns
+    n_classes = ds.y.nunique()
+    if ds.task == "binclass":
+        assert n_classes == 2
+    elif ds.task == "multiclass":
+        assert n_classes >= 3
+    else:
+        assert pd.api.types.is_numeric_dtype(ds.y.dtype) and n_classes > 100
+
+
+@pytest.fixture(scope="module")
+def diamonds():
+    return load_benchmark("diamonds")
+
+
+def test_diamonds_matches_the_tabm_setting(diamonds):
+    assert diamonds.n_rows == 53940
+    assert diamonds.numeric == ["carat", "depth", "table", "x", "y", "z"]
+    assert diamonds.categorical == ["cut", "color", "clarity"]
+    assert diamonds.y.name == "price" and diamonds.y.iloc[0] == 326  # raw price, not log price
+    tr, va, te = split(diamonds, seed=0)
+    assert (tr.n_rows, va.n_rows, te.n_rows) == (34521, 8631, 10788)
+    prep = prepare(split(diamonds, seed=0), seed=0)
+    assert prep.X_train.shape == (34521, 6 + 5 + 7 + 8)
+    # target = standardised raw price
+    price = tr.y.to_numpy(dtype=float)
+    np.testing.assert_allclose(prep.y_train, (price - price.mean()) / price.std(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(prep.preprocessor.inverse_transform_target(prep.y_test), te.y, rtol=1e-5)
+
+
+def test_unknown_table_lists_close_matches():
+    with pytest.raises(ValueError, match="ggplot2/diamonds"):
+        load_table("ggplot2/diamond")
+    with pytest.raises(ValueError, match="unknown table"):
+        load_table("sklearn/california_housing")
+    with pytest.raises(ValueError, match="diamonds"):
+        load_benchmark("diamond")
+
+
+def test_missing_target_names_available_columns():
+    with pytest.raises(ValueError, match="carat"):
+        load_table("ggplot2/diamonds", target="Price")
+    # a registered table finds its target; an unregistered one needs target=...
+    assert load_table("modeldata/concrete").y.name == "compressive_strength"
+    with pytest.raises(ValueError, match="needs target.*Sepal.Length"):
+        load_table("datasets/iris")
+
+
+def test_sklearn_tables_and_inferred_tasks():
+    bc = load_table("sklearn/breast_cancer")
+    assert bc.task == "binclass" and set(bc.y) == {"malignant", "benign"}
+    assert load_table("sklearn/diabetes").task == "regression"
+    iris = load_table("sklearn/iris")
+    assert iris.task == "multiclass" and iris.n_rows == 150
+
+
+def test_csv_source_drops_rownames_and_detects_types(tmp_path):
+    frame = pd.DataFrame(
+        {
+            "Unnamed: 0": np.arange(6),
+            "rooms": [1, 2, 2, 3, 1, 2],  # integer with few values: stays numeric
+            "area": [10.5, 20.0, 21.0, 30.0, 9.0, 19.0],
+            "city": ["a", "b", "a", "c", "b", "a"],
+            "garden": [True, False, True, True, False, False],
+            "price": [100.0, 200.0, 210.0, 300.0, 90.0, 190.0],
+        }
+    )
+    path = tmp_path / "houses.csv"
+    frame.to_csv(path, index=False)
+    ds = load_table(path, target="price")
+    assert ds.name == "houses" and ds.task == "regression"
+    assert ds.numeric == ["rooms", "area"] and ds.categorical == ["city", "garden"]
+    forced = load_table(str(path), target="price", categorical=["rooms"], drop=["area"])
+    assert forced.numeric == [] and forced.categorical == ["rooms", "city", "garden"]
+    with pytest.raises(ValueError, match="does not exist"):
+        load_table(tmp_path / "nope.csv", target="price")
+    with pytest.raises(ValueError, match="cannot drop"):
+        load_table(path, target="price", drop=["price"])
+
+
+def test_detect_column_types_rule():
+    X = pd.DataFrame(
+        {
+            "i": np.array([0, 1, 0], dtype=np.int8),
+            "f": [0.1, 0.2, 0.3],
+            "b": [True, False, True],
+            "s": ["x", "y", "x"],
+            "c": pd.Categorical(["u", "v", "u"]),
+        }
+    )
+    assert detect_column_types(X) == (["i", "f"], ["b", "s", "c"])
+    assert detect_column_types(X, categorical=["i"]) == (["f"], ["i", "b", "s", "c"])
+    with pytest.raises(ValueError, match="zzz"):
+        detect_column_types(X, categorical=["zzz"])
+
+
+# --------------------------------------------------------------------------------------------
+# split
+# --------------------------------------------------------------------------------------------
+
+
+def test_split_sizes_paper_rounding():
+    assert split_sizes(53940) == (34521, 8631, 10788)
+    with pytest.raises(ValueError, match="fractions"):
+        split_sizes(100, (0.5, 0.3, 0.3))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(3, 10**6))
+def test_split_sizes_properties(n):
+    n_train, n_val, n_test = split_sizes(n)
+    assert n_train + n_val + n_test == n and min(n_train, n_val, n_test) >= 1
+    assert n_test == math.ceil(round(0.2 * n, 9))
+    assert abs(n_val - 0.16 * n) < 1.0 + 1e-9 and abs(n_train - 0.64 * n) < 2.0 + 1e-9
+
+
+def _toy(n=400, *, task="binclass", seed=0):
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(
+        {"a": rng.normal(size=n), "k": rng.integers(0, 5, size=n), "g": rng.choice(["p", "q", "r"], n)}
+    )
+    if task == "regression":
+        y = pd.Series(X["a"] * 3 + rng.normal(size=n), name="t")
+    else:
+        y = pd.Series(np.where(rng.random(n) < 0.15, "rare", "common"), name="t")
+    return TabularDataset(X=X, y=y, task=task, name="toy", numeric=["a", "k"], categorical=["g"])
+
+
+def test_split_partitions_deterministically_and_stratifies():
+    ds = _toy(1000)
+    s1, s2, s3 = split(ds, seed=3), split(ds, seed=3), split(ds, seed=4)
+    assert isinstance(s1, TableSplits)
+    allidx = np.concatenate([s1.indices[k] for k in ("train", "val", "test")])
+    assert np.array_equal(np.sort(allidx), np.arange(1000))
+    for k in ("train", "val", "test"):
+        assert np.array_equal(s1.indices[k], s2.indices[k])
+    assert not np.array_equal(s1.indices["test"], s3.indices["test"])
+    # the parts hold the right rows
+    np.testing.assert_array_equal(s1.val.X["a"].to_numpy(), ds.X["a"].to_numpy()[s1.indices["val"]])
+    # stratified: each part's class counts are within one of the exact proportion
+    total = ds.y.value_counts()
+    for part in s1:
+        counts = part.y.value_counts()
+        for cls, n_cls in total.items():
+            assert abs(counts[cls] - n_cls * part.n_rows / ds.n_rows) <= 1.0
+
+
+def test_split_rejects_tiny_classes():
+    ds = _toy(100)
+    ds.y.iloc[:] = "common"
+    ds.y.iloc[0] = "rare"
+    with pytest.raises(ValueError, match="class counts"):
+        split(ds, seed=0)
+
+
+# --------------------------------------------------------------------------------------------
+# preprocessor
+# --------------------------------------------------------------------------------------------
+
+
+def _sk_qt(fit_x, seed):
+    n = len(fit_x)
+    return QuantileTransformer(
+        output_distribution="normal",
+        n_quantiles=max(min(n // 30, 1000), 10),
+        subsample=10**9,
+        random_state=seed,
+    ).fit(fit_x)
+
+
+def test_quantile_arrays_reproduce_sklearn_transform_ties_and_out_of_range():
+    rng = np.random.default_rng(0)
+    train = np.column_stack([rng.normal(size=600), rng.integers(0, 4, size=600), rng.exponential(size=600)])
+    qt = _sk_qt(train, 0)
+    new = np.column_stack(
+        [rng.normal(scale=3, size=300), rng.integers(-1, 6, size=300), rng.exponential(size=300)]
+    )
+    new = np.vstack([new, qt.quantiles_, qt.quantiles_ + 1e-8, qt.quantiles_ - 1e-8])
+    ours = quantile_normal_transform(new, qt.quantiles_, qt.references_)
+    np.testing.assert_allclose(ours, qt.transform(new), rtol=0, atol=1e-12)
+
+
+def test_preprocessor_noisy_fit_follows_the_recipe_and_matches_sklearn():
+    ds = _toy(900, task="regression")
+    pre = TabularPreprocessor(task="regression", seed=7).fit(ds.X, ds.y, categorical=["g"])
+    Xn = ds.X[["a", "k"]].to_numpy(dtype=float)
+    noise = np.random.default_rng(7).standard_normal(Xn.shape) * (1e-3 * np.minimum(1.0, Xn.std(axis=0)))
+    qt = _sk_qt(Xn + noise, 7)
+    np.testing.assert_allclose(pre.state_dict()["quantiles"], qt.quantiles_, rtol=0, atol=0)
+    out = pre.transform(ds.X)
+    np.testing.assert_allclose(out[:, :2], qt.transform(Xn).astype(np.float32), rtol=0, atol=1e-6)
+    # the integer column with ties is not pushed to the ±5.2 extremes (what plain quantiles do)
+    assert np.abs(out[:, 1]).max() < 3.0
+    plain = _sk_qt(Xn, 7).transform(Xn)[:, 1]
+    assert np.abs(plain).max() > 5.0
+
+
+def test_preprocessor_fitted_on_train_only():
+    ds = _toy(600, task="regression")
+    splits = split(ds, seed=0)
+    a = prepare(splits, seed=0)
+    changed = copy.deepcopy(splits)
+    changed.val.X["a"] = changed.val.X["a"] * 1000 + 5
+    changed.test.X["g"] = "zzz"
+    changed.test.y.iloc[:] = 1e6
+    b = prepare(changed, seed=0)
+    np.testing.assert_array_equal(a.X_train, b.X_train)
+    np.testing.assert_array_equal(a.y_train, b.y_train)
+    for key, arr in a.preprocessor.state_dict().items():
+        np.testing.assert_array_equal(arr, b.preprocessor.state_dict()[key])
+    assert a.preprocessor.config() == b.preprocessor.config()
+    np.testing.assert_array_equal(a.X_test[:, :2], b.X_test[:, :2])  # numeric part of test unchanged
+
+
+def test_preprocessor_does_not_mutate_input():
+    ds = _toy(300)
+    X = ds.X.copy()
+    X.loc[3, "a"] = np.nan
+    X.loc[5, "g"] = None
+    before, y_before = X.copy(deep=True), ds.y.copy(deep=True)
+    pre = TabularPreprocessor(task="binclass", impute=True).fit(X, ds.y, categorical=["g"])
+    pre.transform(X)
+    pre.transform_target(ds.y)
+    pd.testing.assert_frame_equal(X, before)
+    pd.testing.assert_series_equal(ds.y, y_before)
+
+
+def test_one_hot_and_unseen_categories_give_all_zero_block():
+    ds = _toy(300)
+    pre = TabularPreprocessor(task="binclass").fit(ds.X, ds.y, categorical=["g"])
+    assert pre.categories_ == {"g": ["p", "q", "r"]}
+    assert pre.feature_names_out_ == ["a", "k", "g=p", "g=q", "g=r"]
+    new = pd.DataFrame({"a": [0.0, 0.0, 0.0], "k": [1, 1, 1], "g": ["q", "never", "r"]})
+    out = pre.transform(new)
+    np.testing.assert_array_equal(out[:, 2:], [[0, 1, 0], [0, 0, 0], [0, 0, 1]])
+
+
+def test_missing_values_rejected_by_name_or_imputed():
+    ds = _toy(300)
+    X = ds.X.copy()
+    X.loc[10, "a"] = np.nan
+    X.loc[11, "g"] = np.nan
+    with pytest.raises(ValueError, match=r"\['a', 'g'\]"):
+        TabularPreprocessor(task="binclass").fit(X, ds.y)
+    pre = TabularPreprocessor(task="binclass", impute=True).fit(X, ds.y)
+    train_a = X["a"].dropna()
+    assert pre.fill_values_["a"] == pytest.approx(float(np.median(train_a)))
+    mode = ds.X["g"].drop(index=11).value_counts()
+    assert pre.fill_values_["g"] == mode.index[0]
+    out = pre.transform(X)
+    filled = X.copy()
+    filled.loc[10, "a"] = pre.fill_values_["a"]
+    filled.loc[11, "g"] = pre.fill_values_["g"]
+    np.testing.assert_array_equal(out, pre.transform(filled))
+    # a fitted non-imputing preprocessor rejects NaN at transform time, naming the column
+    clean = TabularPreprocessor(task="binclass").fit(ds.X, ds.y)
+    with pytest.raises(ValueError, match="'a'"):
+        clean.transform(X[["a", "k"]].assign(g="p"))
+
+
+def test_constant_columns_dropped_and_recorded():
+    ds = _toy(200)
+    X = ds.X.assign(one=1.0, same="s")
+    pre = TabularPreprocessor(task="binclass").fit(X, ds.y)
+    assert set(pre.dropped_) == {"one", "same"}
+    assert pre.numeric_ == ["a", "k"] and pre.categorical_ == ["g"]
+    assert pre.transform(X).shape == (200, 5)
+    # a constant-in-train column may vary later: it is ignored, not an error
+    assert pre.transform(X.assign(one=np.arange(200.0))).shape == (200, 5)
+
+
+def test_column_mismatch_and_inf_are_errors():
+    ds = _toy(200)
+    pre = TabularPreprocessor(task="binclass").fit(ds.X, ds.y)
+    with pytest.raises(ValueError, match=r"missing \['k'\]"):
+        pre.transform(ds.X.drop(columns=["k"]))
+    with pytest.raises(ValueError, match=r"unexpected \['extra'\]"):
+        pre.transform(ds.X.assign(extra=1))
+    with pytest.raises(ValueError, match="'a' contains inf"):
+        pre.transform(ds.X.assign(a=np.inf))
+
+
+def test_targets_standardised_and_labels_encoded():
+    reg = _toy(300, task="regression")
+    pre = TabularPreprocessor(task="regression").fit(reg.X, reg.y)
+    z = pre.transform_target(reg.y)
+    assert z.dtype == np.float32 and abs(z.mean()) < 1e-6 and abs(z.std() - 1) < 1e-5
+    np.testing.assert_allclose(pre.inverse_transform_target(z), reg.y, rtol=1e-5)
+    cls = _toy(300)
+    pre = TabularPreprocessor(task="binclass").fit(cls.X, cls.y)
+    codes = pre.transform_target(cls.y)
+    assert pre.classes_.tolist() == ["common", "rare"]
+    np.testing.assert_array_equal(codes, (cls.y == "rare").to_numpy().astype(np.int64))
+    np.testing.assert_array_equal(pre.inverse_transform_target(codes), cls.y.to_numpy())
+    with pytest.raises(ValueError, match="'other'"):
+        pre.transform_target(np.array(["rare", "other"]))
+
+
+def test_save_load_roundtrip_is_json_and_safetensors(tmp_path):
+    ds = load_benchmark("credit")
+    prep = prepare(ds, seed=1)
+    stem = prep.preprocessor.save(tmp_path / "pre")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pre.json", "pre.safetensors"]
+    json.loads((tmp_path / "pre.json").read_text())
+    loaded = TabularPreprocessor.load(stem)
+    te = prep.splits.test
+    np.testing.assert_array_equal(loaded.transform(te.X), prep.X_test)
+    np.testing.assert_array_equal(loaded.transform_target(te.y), prep.y_test)
+    assert loaded.config() == prep.preprocessor.config()
+
+
+def test_preprocessor_rejects_bad_settings():
+    with pytest.raises(ValueError, match="task"):
+        TabularPreprocessor(task="ranking")
+    with pytest.raises(ValueError, match="noise"):
+        TabularPreprocessor(task="regression", noise=-1.0)
+    with pytest.raises(RuntimeError, match="not fitted"):
+        TabularPreprocessor(task="regression").transform(np.zeros((2, 2)))
+
+
+# --------------------------------------------------------------------------------------------
+# metrics
+# --------------------------------------------------------------------------------------------
+
+
+def test_evaluate_predictions_against_references():
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=50)
+    p = y + rng.normal(size=50)
+    assert evaluate_predictions("regression", y, p)["rmse"] == pytest.approx(
+        math.sqrt(sum((p - y) ** 2) / 50)
+    )
+    labels = rng.integers(0, 2, size=60)
+    score = np.round(rng.random(60), 1)  # ties on purpose
+    probs = np.column_stack([1 - score, score])
+    pos, neg = score[labels == 1], score[labels == 0]
+    auc = np.mean([(a > b) + 0.5 * (a == b) for a in pos for b in neg])
+    got = evaluate_predictions("binclass", labels, probs)
+    assert got["roc_auc"] == pytest.approx(auc)
+    assert got["accuracy"] == pytest.approx(np.mean((score > 0.5) == labels))
+    with pytest.raises(ValueError, match="shape"):
+        evaluate_predictions("multiclass", labels, score)

@@ -1,0 +1,113 @@
+"""ensemblize.tabular.gbdt: XGBoost / CatBoost baselines on the TabM-preprocessed arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ensemblize.data.tabular import evaluate_predictions, load_benchmark, load_table, prepare
+from ensemblize.tabular.gbdt import DEFAULT_PARAMS, GBDTModel, fit_gbdt, predict_gbdt
+
+pytest.importorskip("xgboost")
+pytest.importorskip("catboost")
+
+FAST = {"max_rounds": 300, "learning_rate": 0.1}
+
+
+@pytest.fixture(scope="module")
+def concrete():
+    return prepare(load_benchmark("concrete"), seed=0)
+
+
+@pytest.fixture(scope="module")
+def breast_cancer():
+    return prepare(load_benchmark("breast_cancer"), seed=0)
+
+
+@pytest.fixture(scope="module")
+def wine():
+    return prepare(load_table("sklearn/wine"), seed=0)
+
+
+@pytest.mark.parametrize("kind", ["xgboost", "catboost"])
+def test_regression_beats_constant_predictor(kind, concrete):
+    p = concrete
+    model = fit_gbdt(kind, p.X_train, p.y_train, p.X_val, p.y_val, task="regression", seed=0, params=FAST)
+    pred = model.predict(p.X_test)
+    assert pred.shape == (len(p.y_test),) and pred.dtype == np.float64
+    rmse = evaluate_predictions("regression", p.y_test, pred)["rmse"]
+    const = evaluate_predictions("regression", p.y_test, np.full(len(p.y_test), p.y_train.mean()))["rmse"]
+    assert const > 0.9  # the standardised scale
+    assert rmse < 0.5 * const, (rmse, const)
+
+
+@pytest.mark.parametrize("kind", ["xgboost", "catboost"])
+def test_binary_classification_beats_constant_predictor(kind, breast_cancer):
+    p = breast_cancer
+    model = fit_gbdt(kind, p.X_train, p.y_train, p.X_val, p.y_val, task="binclass", seed=0, params=FAST)
+    proba = predict_gbdt(model, p.X_test)
+    assert proba.shape == (len(p.y_test), 2)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-6)
+    got = evaluate_predictions("binclass", p.y_test, proba)
+    majority = np.mean(p.y_test == np.bincount(p.y_train).argmax())
+    assert got["accuracy"] > majority + 0.2 and got["roc_auc"] > 0.95, got
+
+
+@pytest.mark.parametrize("kind", ["xgboost", "catboost"])
+def test_multiclass_beats_constant_predictor(kind, wine):
+    p = wine
+    model = fit_gbdt(kind, p.X_train, p.y_train, p.X_val, p.y_val, task="multiclass", seed=0, params=FAST)
+    proba = model.predict(p.X_test)
+    assert proba.shape == (len(p.y_test), 3) and model.n_classes == 3
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-6)
+    majority = np.mean(p.y_test == np.bincount(p.y_train).argmax())
+    assert evaluate_predictions("multiclass", p.y_test, proba)["accuracy"] > majority + 0.4
+
+
+def test_early_stopping_keeps_best_round_and_is_deterministic(concrete):
+    p = concrete
+    params = {"max_rounds": 2000, "learning_rate": 0.3, "early_stopping_rounds": 10}
+    a = fit_gbdt("xgboost", p.X_train, p.y_train, p.X_val, p.y_val, task="regression", seed=0, params=params)
+    b = fit_gbdt("xgboost", p.X_train, p.y_train, p.X_val, p.y_val, task="regression", seed=0, params=params)
+    built = a.model.get_booster().num_boosted_rounds()
+    assert built == a.best_iteration + 1 + 10 < 2000  # stopped 10 rounds after the best one
+    np.testing.assert_array_equal(a.predict(p.X_test), b.predict(p.X_test))
+    # the prediction is the best round's, not the last round's
+    best_only = a.model.predict(p.X_val, iteration_range=(0, a.best_iteration + 1))
+    np.testing.assert_allclose(a.predict(p.X_val), best_only, rtol=1e-6)
+    assert (
+        a.params["early_stopping_rounds"] == 10
+        and a.params["max_depth"] == DEFAULT_PARAMS["xgboost"]["max_depth"]
+    )
+    assert isinstance(a, GBDTModel) and a.train_seconds > 0
+
+
+def test_missing_library_names_the_extra(monkeypatch, concrete):
+    p = concrete
+    monkeypatch.setitem(__import__("sys").modules, "catboost", None)
+    with pytest.raises(ImportError, match=r"pip install ensemblize\[gbdt\]"):
+        fit_gbdt("catboost", p.X_train, p.y_train, p.X_val, p.y_val, task="regression", seed=0)
+
+
+def test_bad_inputs_are_named(concrete, wine):
+    p = concrete
+    args = (p.X_train, p.y_train, p.X_val, p.y_val)
+    with pytest.raises(ValueError, match="'lightgbm'"):
+        fit_gbdt("lightgbm", *args, task="regression", seed=0)
+    with pytest.raises(ValueError, match="'ranking'"):
+        fit_gbdt("xgboost", *args, task="ranking", seed=0)
+    bad = p.X_train.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="X_train contains NaN"):
+        fit_gbdt("xgboost", bad, p.y_train, p.X_val, p.y_val, task="regression", seed=0)
+    with pytest.raises(ValueError, match="X_val has"):
+        fit_gbdt("xgboost", p.X_train, p.y_train, p.X_val[:, :3], p.y_val, task="regression", seed=0)
+    with pytest.raises(ValueError, match="class indices"):
+        fit_gbdt("xgboost", *args, task="binclass", seed=0)
+    w = wine
+    with pytest.raises(ValueError, match=r"classes \[2\] never occur"):
+        keep = w.y_train < 2
+        fit_gbdt("xgboost", w.X_train[keep], w.y_train[keep], w.X_val, w.y_val, task="multiclass", seed=0)
+    model = fit_gbdt("xgboost", *args, task="regression", seed=0, params={"max_rounds": 5})
+    with pytest.raises(ValueError, match="columns"):
+        model.predict(p.X_test[:, :2])
