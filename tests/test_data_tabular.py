@@ -358,6 +358,18 @@ def test_save_load_roundtrip_is_json_and_safetensors(tmp_path):
     assert loaded.config() == prep.preprocessor.config()
 
 
+def test_numpy_input_and_non_string_column_names():
+    rng = np.random.default_rng(1)
+    arr = rng.normal(size=(120, 3))
+    pre = TabularPreprocessor(task="regression", noise=0.0).fit(arr)
+    assert pre.numeric_ == ["x0", "x1", "x2"] and pre.categorical_ == []
+    np.testing.assert_allclose(pre.transform(arr), _sk_qt(arr, 0).transform(arr), atol=1e-6)
+    frame = pd.DataFrame({0: arr[:, 0], 1: rng.choice(["u", "v"], 120)})
+    pre = TabularPreprocessor(task="regression").fit(frame, categorical=[1])
+    assert pre.feature_names_out_ == ["0", "1=u", "1=v"]
+    assert pre.transform(frame).shape == (120, 3)
+
+
 def test_preprocessor_rejects_bad_settings():
     with pytest.raises(ValueError, match="task"):
         TabularPreprocessor(task="ranking")

@@ -600,6 +600,9 @@ class TabularPreprocessor:
         from sklearn.preprocessing import QuantileTransformer
 
         X = _as_frame(X)
+        if any(not isinstance(c, str) for c in X.columns):
+            X = X.rename(columns=str)  # a new frame; names are stored as strings
+            categorical = None if categorical is None else [str(c) for c in categorical]
         if len(X) < 2:
             raise ValueError(f"need at least 2 training rows, got {len(X)}")
         numeric, cats = detect_column_types(X, categorical=() if categorical is None else categorical)
