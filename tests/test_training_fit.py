@@ -1,0 +1,438 @@
+"""Unit tests of ensemblize.training: loss, schedules, early stopping, determinism, checkpoints, validation."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+from torch.utils.data import Dataset, TensorDataset
+
+from ensemblize.training import FitResult, fit, member_cross_entropy, predict, seed_everything
+from ensemblize.training import state as S
+from ensemblize.training.fit import _lr_factor
+
+torch.set_num_threads(1)
+
+
+def _data(n_train: int = 64, n_val: int = 32, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n_train + n_val, 4, generator=g)
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).long() + (X[:, 2] > 0.8).long()
+    return (X[:n_train], y[:n_train]), (X[n_train:], y[n_train:])
+
+
+class Heads(nn.Module):
+    """(B, 4) -> (B, M, 3) with dropout, so determinism covers the RNG."""
+
+    def __init__(self, members: int = 2, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.members = members
+        self.body = nn.Sequential(nn.Linear(4, 12), nn.ReLU(), nn.Dropout(dropout))
+        self.head = nn.Linear(12, 3 * members)
+
+    def forward(self, x):
+        return self.head(self.body(x)).view(x.shape[0], self.members, 3)
+
+
+def _model(seed: int = 0, **kw) -> nn.Module:
+    torch.manual_seed(seed)
+    return Heads(**kw)
+
+
+def _same_weights(a: nn.Module, b: nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+FAST = dict(batch_size=16, progress=False, lr=0.1)
+
+
+# ------------------------------------------------------------------------------------------- losses
+
+
+def test_member_cross_entropy_is_the_mean_over_members_of_ce():
+    g = torch.Generator().manual_seed(1)
+    z = torch.randn(7, 4, 5, generator=g)
+    y = torch.randint(0, 5, (7,), generator=g)
+    manual = sum(-torch.log_softmax(z[:, m], dim=-1)[torch.arange(7), y].mean() for m in range(4)) / 4
+    torch.testing.assert_close(member_cross_entropy(z, y), manual)
+    # a (B, C) output is one member
+    torch.testing.assert_close(member_cross_entropy(z[:, 0], y), F.cross_entropy(z[:, 0], y))
+
+
+def test_val_nll_is_nll_of_mean_probability_and_predict_matches_softmax():
+    train, val = _data()
+    model = _model()
+    res = fit(model, train, val, epochs=2, schedule="none", **FAST)
+    probs = predict(model, val[0], batch_size=5)
+    model.eval()
+    with torch.no_grad():
+        z = model(val[0])
+    torch.testing.assert_close(probs, torch.softmax(z, dim=-1))
+    assert probs.shape == (32, 2, 3)
+    # loop reference: p̄_i = mean_m softmax(z_im), nll = -mean_i log p̄_i[y_i]
+    ref = 0.0
+    hits = 0
+    for i in range(32):
+        pbar = sum(torch.softmax(z[i, m].double(), dim=0) for m in range(2)) / 2
+        ref -= math.log(pbar[val[1][i]]) / 32
+        hits += int(pbar.argmax() == val[1][i])
+    last = res.history[-1]
+    assert last["val_nll"] == pytest.approx(ref, rel=1e-9)
+    assert last["val_accuracy"] == hits / 32
+    assert last["val_count"] == 32
+    assert last["val_loss"] == pytest.approx(float(member_cross_entropy(z, val[1])), rel=1e-5)
+
+
+def test_predict_two_dim_output_is_one_member_and_mode_is_restored():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    model.train()
+    X = torch.randn(10, 4)
+    p = predict(model, X)
+    assert p.shape == (10, 1, 3)
+    torch.testing.assert_close(p[:, 0], torch.softmax(model(X), dim=-1).detach())
+    assert model.training
+    torch.testing.assert_close(predict(model, TensorDataset(X)), p)
+
+
+def test_loss_falls_and_history_fields():
+    train, val = _data(128, 64)
+    res = fit(_model(), train, val, epochs=4, optimizer="adamw", lr=0.02, batch_size=16, progress=False)
+    assert isinstance(res, FitResult)
+    assert res.epochs_run == 4 and [h["epoch"] for h in res.history] == [1, 2, 3, 4]
+    assert res.history[-1]["train_loss"] < 0.85 * res.history[0]["train_loss"]
+    assert res.history[-1]["val_accuracy"] > 0.7
+    assert res.monitor == "val_nll" and res.best_epoch in range(1, 5)
+    assert res.train_seconds == pytest.approx(sum(h["seconds"] for h in res.history))
+    assert all(h["regularizer"] is None for h in res.history)
+
+
+def test_regularizer_is_logged_separately_and_added_to_the_loss():
+    train, _ = _data()
+    base = _model()
+    fit(base, train, epochs=2, **FAST)
+    # a constant regulariser changes no gradient: same weights bitwise, same task loss, logged value 5
+    const = _model()
+    res = fit(const, train, epochs=2, regularizer=lambda m: torch.tensor(5.0), **FAST)
+    assert _same_weights(base, const)
+    assert all(h["regularizer"] == 5.0 for h in res.history)
+    # an L2 penalty does act on the weights and is logged as its batch-weighted mean
+    seen = []
+
+    def l2(m):
+        r = 0.5 * sum((p**2).sum() for p in m.parameters())
+        seen.append(float(r.detach()))
+        return r
+
+    shrunk = _model()
+    res = fit(shrunk, train, epochs=1, regularizer=l2, **FAST)
+    sizes = [16] * 4
+    assert res.history[0]["regularizer"] == pytest.approx(np.dot(seen, sizes) / 64, rel=1e-6)
+    norm = lambda m: sum(float((p.detach() ** 2).sum()) for p in m.parameters())  # noqa: E731
+    assert norm(shrunk) < norm(base)
+
+
+def test_custom_loss_fn_with_object_output_and_regression():
+    @dataclass
+    class Out:
+        logits: torch.Tensor
+
+    class Wrapped(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return Out(self.lin(x))
+
+    train, val = _data()
+    torch.manual_seed(0)
+    res = fit(Wrapped(), train, val, epochs=2, loss_fn=lambda o, y: F.cross_entropy(o.logits, y), **FAST)
+    assert res.monitor == "val_loss" and "val_nll" not in res.history[-1]
+    # regression: float targets, (B, 1) output; no label checks
+    torch.manual_seed(0)
+    X = torch.randn(64, 4)
+    t = X @ torch.tensor([1.0, -2.0, 0.5, 0.0]) + 0.1
+    reg = nn.Linear(4, 1)
+    mse = lambda o, y: F.mse_loss(o[:, 0], y)  # noqa: E731
+    res = fit(
+        reg, (X, t), (X, t), epochs=8, loss_fn=mse, schedule="none", weight_decay=0.0, momentum=0.0, **FAST
+    )
+    assert res.history[-1]["val_loss"] < 0.1 * res.history[0]["val_loss"]
+    with torch.no_grad():
+        assert res.history[-1]["val_loss"] == pytest.approx(float(mse(reg(X), t)), rel=1e-5)
+
+
+# --------------------------------------------------------------------------------------- schedules
+
+
+def test_lr_factor_equations():
+    T = 40
+    for t in range(T):
+        assert _lr_factor("cosine", step=t, total_steps=T, epoch=0, step_size=1, gamma=0.1) == 0.5 * (
+            1 + math.cos(math.pi * t / T)
+        )
+    assert [_lr_factor("step", step=0, total_steps=1, epoch=e, step_size=2, gamma=0.1) for e in range(5)] == [
+        1.0,
+        1.0,
+        0.1,
+        0.1,
+        0.1**2,
+    ]
+    assert _lr_factor("none", step=3, total_steps=4, epoch=3, step_size=1, gamma=0.5) == 1.0
+
+
+def test_schedules_drive_the_optimizer():
+    train, _ = _data()  # 64 samples, batch 16 -> 4 steps per epoch
+    res = fit(_model(), train, epochs=5, schedule="step", step_size=2, gamma=0.5, **FAST)
+    assert [h["lr"] for h in res.history] == [0.1, 0.1, 0.1 * 0.5, 0.1 * 0.5, 0.1 * 0.25]
+    res = fit(_model(), train, epochs=3, schedule="cosine", **FAST)
+    assert [h["lr"] for h in res.history] == [
+        0.1 * 0.5 * (1 + math.cos(math.pi * (4 * e + 3) / 12)) for e in range(3)
+    ]
+    # plain SGD step really uses that lr: w' = w - lr * grad
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 3)
+    X, y = train
+    w0 = lin.weight.detach().clone()
+    lin.zero_grad()
+    F.cross_entropy(lin(X), y).backward()
+    expected = w0 - 0.3 * lin.weight.grad
+    fit(
+        lin,
+        (X, y),
+        epochs=1,
+        batch_size=64,
+        lr=0.3,
+        momentum=0.0,
+        weight_decay=0.0,
+        schedule="none",
+        progress=False,
+    )
+    torch.testing.assert_close(lin.weight.detach(), expected)
+
+
+# ---------------------------------------------------------------------------------- early stopping
+
+
+def test_early_stopping_restores_best_weights():
+    train, val = _data()
+    flipped = (val[0], 2 - val[1])  # the more the model learns, the worse it gets on these labels
+    model = _model(dropout=0.0)
+    res = fit(model, train, flipped, epochs=8, schedule="none", early_stopping_patience=2, **FAST)
+    assert res.stopped_early and res.epochs_run == res.best_epoch + 2 < 8
+    nlls = [h["val_nll"] for h in res.history]
+    assert res.best_epoch == 1 + int(np.argmin(nlls))
+    # the restored weights are exactly those after best_epoch epochs of the same run
+    again = _model(dropout=0.0)
+    fit(again, train, epochs=res.best_epoch, schedule="none", **FAST)
+    assert _same_weights(model, again)
+
+
+# ------------------------------------------------------------------------------------- determinism
+
+
+def test_same_seed_bitwise_identical_and_caller_rng_untouched():
+    train, val = _data()
+    a, b, c = _model(), _model(), _model()
+    before = torch.get_rng_state()
+    fit(a, train, val, epochs=2, seed=7, **FAST)
+    assert torch.equal(torch.get_rng_state(), before)
+    fit(b, train, val, epochs=2, seed=7, **FAST)
+    fit(c, train, val, epochs=2, seed=8, **FAST)
+    assert _same_weights(a, b)
+    assert not _same_weights(a, c)
+
+
+def test_datasets_give_the_same_run_as_tensor_pairs():
+    class Plain(Dataset):
+        def __init__(self, X, y):
+            self.X, self.y = X, y
+
+        def __len__(self):
+            return len(self.y)
+
+        def __getitem__(self, i):
+            return self.X[i], int(self.y[i])
+
+    train, val = _data()
+    a, b, c = _model(), _model(), _model()
+    ra = fit(a, train, val, epochs=2, **FAST)
+    rb = fit(b, TensorDataset(*train), TensorDataset(*val), epochs=2, **FAST)
+    rc = fit(c, Plain(*train), Plain(*val), epochs=2, **FAST)
+    assert _same_weights(a, b) and _same_weights(a, c)
+    assert ra.history[-1]["val_nll"] == rb.history[-1]["val_nll"] == rc.history[-1]["val_nll"]
+    with pytest.raises(ValueError, match="train labels has value 5"):
+        fit(_model(), Plain(train[0], torch.full((64,), 5)), epochs=1, **FAST)
+
+
+def test_seed_everything():
+    import random
+
+    seed_everything(3)
+    a = (random.random(), np.random.rand(), torch.rand(1))  # noqa: NPY002
+    seed_everything(3)
+    b = (random.random(), np.random.rand(), torch.rand(1))  # noqa: NPY002
+    assert a[:2] == b[:2] and torch.equal(a[2], b[2])
+    with pytest.raises(ValueError, match="-1"):
+        seed_everything(-1)
+
+
+# -------------------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"epochs": 0}, "epochs must be >= 1, got 0"),
+        ({"optimizer": "adam"}, "'adam'"),
+        ({"schedule": "linear"}, "'linear'"),
+        ({"lr": -1.0}, "-1.0"),
+        ({"early_stopping_patience": 2, "val": None}, "early_stopping_patience"),
+        ({"momentum": 1.5}, "1.5"),
+    ],
+)
+def test_bad_arguments(kwargs, match):
+    train, val = _data()
+    kw = {"epochs": 1, "val": val, **FAST, **kwargs}
+    v = kw.pop("val")
+    with pytest.raises(ValueError, match=match):
+        fit(_model(), train, v, **kw)
+
+
+def test_bad_data():
+    (X, y), (Xv, yv) = _data()
+    bad = X.clone()
+    bad[3, 1] = float("nan")
+    with pytest.raises(ValueError, match="train X contains 1 non-finite"):
+        fit(_model(), (bad, y), epochs=1, **FAST)
+    badv = Xv.clone()
+    badv[0, 0] = float("inf")
+    with pytest.raises(ValueError, match="val X contains 1 non-finite"):
+        fit(_model(), (X, y), (badv, yv), epochs=1, **FAST)
+    with pytest.raises(ValueError, match=r"train labels has value 3 outside \[0, 3\)"):
+        fit(_model(), (X, torch.where(y == 2, 3, y)), epochs=1, **FAST)
+    with pytest.raises(ValueError, match=r"val labels has value -1"):
+        fit(_model(), (X, y), (Xv, yv - 1), epochs=1, **FAST)
+    with pytest.raises(ValueError, match="64 rows but y has 63"):
+        fit(_model(), (X, y[:-1]), epochs=1, **FAST)
+    with pytest.raises(TypeError, match="ndarray"):
+        fit(_model(), X.numpy(), epochs=1, **FAST)
+    model = _model()
+    snapshot = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError):
+        fit(model, (X, y + 5), epochs=1, **FAST)
+    assert all(torch.equal(snapshot[k], v) for k, v in model.state_dict().items())  # untouched on error
+
+
+# ------------------------------------------------------------------------------------- checkpoints
+
+
+def test_checkpoints_are_pickle_free_and_resume_finished_run(tmp_path: Path):
+    train, val = _data()
+    model = _model()
+    res = fit(model, train, val, epochs=3, optimizer="adamw", checkpoint_dir=tmp_path, **FAST)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch_0003.json", "epoch_0003.safetensors"]
+    meta = json.loads((tmp_path / "epoch_0003.json").read_text())
+    assert meta["epoch"] == 3 and len(meta["history"]) == 3
+    # resuming a finished run trains nothing more and gives back the same weights and history
+    again = _model(seed=5)
+    res2 = fit(again, train, val, epochs=3, optimizer="adamw", checkpoint_dir=tmp_path, **FAST)
+    assert res2.resumed_from_epoch == 3 and res2.history == res.history
+    assert _same_weights(model, again)
+
+
+def test_resume_from_mid_run_matches_uninterrupted(tmp_path: Path):
+    train, val = _data()
+    full = _model()
+    fit(full, train, val, epochs=4, optimizer="adamw", early_stopping_patience=3, **FAST)
+    # stop after 2 epochs via a callback, then resume the same call to 4
+    part = _model()
+    fit(part, train, val, epochs=4, optimizer="adamw", early_stopping_patience=3, checkpoint_dir=tmp_path,
+        callbacks=[lambda e, r, m: e == 2], **FAST)  # fmt: skip
+    meta = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert meta["epoch"] == 2 and meta["stopped"]
+    # a callback stop is final: rewrite the flag as if the run had been killed after epoch 2
+    meta["stopped"] = False
+    (tmp_path / "epoch_0002.json").write_text(json.dumps(meta))
+    resumed = _model(seed=9)
+    res = fit(resumed, train, val, epochs=4, optimizer="adamw", early_stopping_patience=3, checkpoint_dir=tmp_path,
+              **FAST)  # fmt: skip
+    assert res.resumed_from_epoch == 2 and res.epochs_run == 4
+    assert _same_weights(full, resumed)
+
+
+def test_resume_rejects_other_model_and_other_config(tmp_path: Path):
+    train, _ = _data()
+    fit(_model(), train, epochs=1, checkpoint_dir=tmp_path, **FAST)
+    with pytest.raises(ValueError, match=r"different model.*head\.weight"):
+        fit(_model(members=3), train, epochs=1, checkpoint_dir=tmp_path, **FAST)
+    with pytest.raises(ValueError, match=r"different configuration \(lr: checkpoint 0.1 vs now 0.2\)"):
+        fit(_model(), train, epochs=1, checkpoint_dir=tmp_path, **{**FAST, "lr": 0.2})
+    # resume=False starts afresh and replaces the old checkpoints
+    res = fit(_model(), train, epochs=1, checkpoint_dir=tmp_path, resume=False, **{**FAST, "lr": 0.2})
+    assert res.resumed_from_epoch is None
+
+
+class _Opaque:
+    pass
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+        lambda kids: (
+            st.lists(kids, max_size=3)
+            | st.tuples(kids, kids)
+            | st.dictionaries(st.text(max_size=4) | st.integers(), kids, max_size=3)
+        ),
+        max_leaves=12,
+    )
+)
+def test_state_encoding_roundtrips_through_json(obj):
+    tensors = {}
+    skeleton = S.encode(obj, "x.", tensors)
+    assert S.decode(json.loads(json.dumps(skeleton)), tensors) == obj
+
+
+def test_optimizer_state_roundtrip_exact():
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+    for _ in range(2):
+        opt.zero_grad()
+        model(torch.randn(5, 4)).sum().backward()
+        opt.step()
+    tensors = {}
+    sd = opt.state_dict()
+    back = S.decode(json.loads(json.dumps(S.encode(sd, "optim.", tensors))), tensors)
+    assert back["param_groups"] == sd["param_groups"]
+    assert back["state"].keys() == sd["state"].keys()
+    for k in sd["state"]:
+        for name, v in sd["state"][k].items():
+            assert torch.equal(back["state"][k][name], v)
+    with pytest.raises(TypeError, match="_Opaque"):
+        S.encode({"a": _Opaque()}, "x.", {})
+
+
+# ---------------------------------------------------------------------------------------- progress
+
+
+def test_progress_on_off_auto(monkeypatch):
+    train, _ = _data()
+    for flag, expect in ((True, True), (False, False), (None, False)):
+        buf = io.StringIO()  # not a terminal, so auto is quiet
+        monkeypatch.setattr("sys.stderr", buf)
+        fit(_model(), train, epochs=1, batch_size=16, progress=flag)
+        assert ("fit" in buf.getvalue()) is expect, flag
