@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from .calibration import ReliabilityBins, accuracy, brier, ece, member_average, nll, reliability
 from .confidence import (
-    entropy,
     max_probability,
     mutual_information_per_sample,
     negative_energy,
@@ -72,7 +71,6 @@ __all__ = [
     "ReliabilityBins",
     "member_average",
     # confidence scores
-    "entropy",
     "max_probability",
     "negative_entropy",
     "negative_mutual_information",
