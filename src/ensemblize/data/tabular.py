@@ -595,7 +595,8 @@ class TabularPreprocessor:
     ) -> TabularPreprocessor:
         """Fit on training features ``X`` (and training target ``y``, needed to transform targets).
 
-        ``categorical``: the categorical columns; default: detected by :func:`detect_column_types`.
+        ``categorical``: exactly the categorical columns (all others must be numeric); default:
+        detected by :func:`detect_column_types`.
         """
         from sklearn.preprocessing import QuantileTransformer
 
@@ -615,7 +616,7 @@ class TabularPreprocessor:
         self._check_missing(X, list(X.columns))
         for c in numeric:
             if not pd.api.types.is_numeric_dtype(X[c].dtype) or pd.api.types.is_bool_dtype(X[c].dtype):
-                raise TypeError(f"numeric column {c!r} has dtype {X[c].dtype}")
+                raise TypeError(f"numeric column {c!r} has dtype {X[c].dtype}; list it in categorical=[...]")
 
         self.fill_values_: dict[str, Any] = {}
         self.dropped_: dict[str, str] = {}
