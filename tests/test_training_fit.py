@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils.data import Dataset, TensorDataset
 
+import ensemblize.metrics as ez_metrics
 from ensemblize.training import FitResult, fit, member_cross_entropy, predict, seed_everything
 from ensemblize.training import state as S
 from ensemblize.training.fit import _lr_factor
@@ -91,6 +92,9 @@ def test_val_nll_is_nll_of_mean_probability_and_predict_matches_softmax():
     assert last["val_nll"] == pytest.approx(ref, rel=1e-9)
     assert last["val_accuracy"] == hits / 32
     assert last["val_count"] == 32
+    # the same value as the metrics package's stable from-logits NLL
+    assert last["val_nll"] == pytest.approx(ez_metrics.nll(z, val[1], from_logits=True), rel=1e-9)
+    assert last["val_accuracy"] == ez_metrics.accuracy(probs, val[1])
     assert last["val_loss"] == pytest.approx(float(member_cross_entropy(z, val[1])), rel=1e-5)
 
 

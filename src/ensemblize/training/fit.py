@@ -334,7 +334,8 @@ def fit(
     written atomically after every epoch (safetensors + JSON, no pickle; files ``epoch_NNNN.*``,
     older ones removed). ``resume=True`` continues from the newest complete checkpoint (a checkpoint
     of another model or another configuration is a ValueError naming the difference);
-    ``resume=False`` deletes existing ``epoch_NNNN`` checkpoints there and starts afresh.
+    ``resume=False`` deletes existing ``epoch_NNNN`` checkpoints there and starts afresh. A stop by
+    early stopping or by a callback is recorded in the checkpoint: resuming such a run trains no more.
 
     ``callbacks``: each is called after every epoch as ``cb(epoch, record, model)``; returning
     ``True`` stops training after that epoch. ``progress``: a tqdm bar on stderr (``None``: only
@@ -526,7 +527,11 @@ def _run(
     try:
         while epoch < epochs and not stopped:
             t0 = time.perf_counter()
-            torch.manual_seed(_derive_seed(c["seed"], epoch, ctx.rank, 1))
+            epoch_seed = _derive_seed(c["seed"], epoch, ctx.rank, 1)
+            if device.type == "cuda":
+                torch.manual_seed(epoch_seed)
+            else:  # only the CPU generator: fork_rng restores no CUDA state here
+                torch.default_generator.manual_seed(epoch_seed)
             perm = torch.randperm(
                 n, generator=torch.Generator().manual_seed(_derive_seed(c["seed"], epoch, 0))
             )
