@@ -313,7 +313,8 @@ def fit(
 
     Data: ``train`` / ``val`` are ``(X, y)`` tensor pairs or torch Datasets of ``(x, y)`` items;
     inputs must be finite; with the default loss, labels are (N,) integers in ``[0, C)`` where ``C``
-    is the size of the model's last output axis. ``batch_size`` is per process under DDP.
+    is the size of the model's last output axis. ``batch_size`` is per process under DDP; the last
+    batch of an epoch may be smaller; validation runs in batches of ``max(batch_size, 256)``.
 
     Loss: ``loss_fn(outputs, targets)`` (default :func:`member_cross_entropy`) plus
     ``regularizer(model)`` if given; both must return scalar tensors and are logged separately.
