@@ -27,6 +27,9 @@ _ATTRIBUTES = {
     "TrainResult": "ensemblize.tabular.train",
     "auto_batch_size": "ensemblize.tabular.train",
     "fit_gbdt": "ensemblize.tabular.gbdt",
+    "predict_gbdt": "ensemblize.tabular.gbdt",
+    "GBDTModel": "ensemblize.tabular.gbdt",
+    "GBDT_KINDS": "ensemblize.tabular.gbdt",
 }
 _SUBMODULES = ("estimators", "model", "train", "gbdt")
 
