@@ -40,6 +40,7 @@ def _back(x: Tensor, was_numpy: bool) -> Tensor | np.ndarray:
 
 def check_probabilities(probs: Tensor, *, name: str = "probs", atol: float = 1e-3) -> None:
     """Raise ValueError unless ``probs`` (..., C) is finite, in [0, 1] and sums to 1 over the last axis."""
+    probs = probs.detach()
     if not probs.is_floating_point():
         raise TypeError(f"{name} must be a floating tensor of probabilities, got dtype {probs.dtype}")
     if probs.dim() < 1 or probs.shape[-1] < 1:
