@@ -117,9 +117,15 @@ class ViT(nn.Module):
         check_channels([p], name="patch_size")
         if h % p or w % p:
             raise ValueError(f"patch_size={p} does not divide image_size={(h, w)}")
-        check_channels(
-            [in_channels, num_classes, dim, depth, heads], name="in_channels/num_classes/dim/depth/heads"
-        )
+        named = {
+            "in_channels": in_channels,
+            "num_classes": num_classes,
+            "dim": dim,
+            "depth": depth,
+            "heads": heads,
+        }
+        for label, value in named.items():
+            check_channels([value], name=label)
         if pool not in ("cls", "mean"):
             raise ValueError(f"pool must be 'cls' or 'mean', got {pool!r}")
         if not 0 <= dropout < 1:
