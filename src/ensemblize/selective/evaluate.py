@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_finite, check_fraction, to_numpy
+from .._checks import check_finite, check_fraction, check_labels, to_numpy
 from .net import SelectiveOutput
 from .thresholds import threshold_for_coverage
 
@@ -194,9 +194,12 @@ def selective_net_report(
     With ``x_val`` each scorer also gets validation thresholds (see :func:`selective_report`).
     """
     pred = predict_selective(model, x, batch_size=batch_size)
+    if not isinstance(labels, Tensor):
+        raise TypeError(f"labels must be a torch.Tensor of class indices, got {type(labels).__name__}")
     labels = labels.detach().cpu()
     if labels.shape != (pred.probs.shape[0],):
         raise ValueError(f"labels must have shape ({pred.probs.shape[0]},), got {tuple(labels.shape)}")
+    check_labels(labels, pred.probs.shape[-1], name="labels")
     errors = (pred.probs.argmax(-1) != labels).double()
     val = predict_selective(model, x_val, batch_size=batch_size) if x_val is not None else None
     return {

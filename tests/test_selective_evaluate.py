@@ -1,0 +1,151 @@
+"""selective_report and the SelectiveNet helpers against loop references."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from ensemblize.selective import (
+    SelectiveNet,
+    predict_selective,
+    selective_net_report,
+    selective_report,
+)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: intra-op threads only add contention on the shared 2-core machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _top_k_risk(conf, losses, k):
+    order = sorted(range(len(conf)), key=lambda i: -conf[i])
+    return sum(losses[i] for i in order[:k]) / k
+
+
+def _threshold_risk_loop(conf, losses, val, c):
+    """Brute force: the largest val value whose val share >= c, then the test samples at or above it."""
+    t = max(v for v in val if sum(u >= v for u in val) / len(val) >= c - 1e-12)
+    acc = [i for i in range(len(conf)) if conf[i] >= t]
+    return (sum(losses[i] for i in acc) / len(acc) if acc else math.nan), len(acc) / len(conf)
+
+
+def test_report_values_without_ties():
+    rng = np.random.default_rng(0)
+    conf = rng.permutation(20) / 20.0
+    losses = (rng.random(20) < 0.4).astype(float)
+    rep = selective_report(conf, losses, coverages=(0.1, 0.25, 0.5, 1.0))
+    for c, r in zip(rep.coverages, rep.risk, strict=True):
+        assert r == pytest.approx(_top_k_risk(conf, losses, math.ceil(c * 20)))
+    curve = [_top_k_risk(conf, losses, k) for k in range(1, 21)]
+    assert rep.aurc == pytest.approx(np.mean(curve))
+    oracle = [_top_k_risk(-losses, losses, k) for k in range(1, 21)]  # lowest losses first
+    assert rep.eaurc == pytest.approx(np.mean(curve) - np.mean(oracle))
+    assert rep.augrc == pytest.approx(np.mean([r * k / 20 for k, r in enumerate(curve, 1)]))
+    assert rep.thresholds is None and rep.threshold_risk is None
+
+
+def test_validation_equal_to_test_reproduces_the_coverage_and_risk():
+    rng = np.random.default_rng(1)
+    conf = rng.permutation(50) / 50.0
+    losses = rng.random(50)
+    rep = selective_report(conf, losses, val_confidence=conf)
+    np.testing.assert_allclose(rep.threshold_coverage, rep.coverages)
+    np.testing.assert_allclose(rep.threshold_risk, rep.risk)
+
+
+def test_threshold_risk_matches_loop_with_ties_and_an_empty_acceptance():
+    rng = np.random.default_rng(2)
+    conf = rng.integers(0, 5, 40) / 4.0  # ties
+    losses = (rng.random(40) < 0.3).astype(float)
+    val = np.concatenate([rng.integers(0, 5, 29) / 4.0, [1.5]])  # 1.5 is above every test value
+    covs = (0.02, 0.1, 0.3, 0.5, 0.9, 1.0)
+    rep = selective_report(torch.tensor(conf), torch.tensor(losses), coverages=covs, val_confidence=val)
+    for i, c in enumerate(covs):
+        risk, cov = _threshold_risk_loop(list(conf), list(losses), list(val), c)
+        assert rep.threshold_coverage[i] == pytest.approx(cov)
+        if math.isnan(risk):
+            assert math.isnan(rep.threshold_risk[i])
+        else:
+            assert rep.threshold_risk[i] == pytest.approx(risk)
+    assert rep.threshold_coverage[0] == 0.0 and math.isnan(rep.threshold_risk[0])  # nothing accepted
+    m = rep.as_metrics(prefix="sn/")
+    assert m["sn/risk@0.5"] == rep.risk[3] and m["sn/thr_coverage@0.3"] == rep.threshold_coverage[2]
+    assert {"sn/aurc", "sn/eaurc", "sn/augrc"} <= set(m)
+
+
+def test_report_bad_input():
+    with pytest.raises(ValueError, match="coverage"):
+        selective_report(np.arange(4.0), np.zeros(4), coverages=(0.5, 0.0))
+    with pytest.raises(ValueError, match="shape"):
+        selective_report(np.arange(4.0), np.zeros(3))
+    with pytest.raises(ValueError, match="val_confidence"):
+        selective_report(np.arange(4.0), np.zeros(4), val_confidence=np.array([np.nan]))
+
+
+def _trained_like_net(seed=0, members=None):
+    torch.manual_seed(seed)
+    if members is None:
+        feats = nn.Sequential(nn.Linear(3, 8), nn.Tanh())
+    else:
+        feats = nn.Sequential(nn.Linear(3, 8 * members), nn.Tanh(), nn.Unflatten(1, (members, 8)))
+    net = SelectiveNet(feats, 8, 4, hidden=6)
+    net.train()
+    net(torch.randn(64, 3))  # non-trivial running statistics
+    return net
+
+
+def test_predict_selective_is_eval_mode_and_restores_training():
+    net = _trained_like_net()
+    x = torch.randn(37, 3)
+    pred = predict_selective(net, x, batch_size=10)
+    assert net.training
+    net.eval()
+    with torch.no_grad():
+        out = net(x)
+    torch.testing.assert_close(pred.probs, out.logits.softmax(-1))
+    torch.testing.assert_close(pred.selection, out.selection)
+    torch.testing.assert_close(pred.aux_probs, out.aux_logits.softmax(-1))
+
+
+def test_predict_selective_averages_members_on_probabilities():
+    net = _trained_like_net(members=3).eval()
+    x = torch.randn(9, 3)
+    pred = predict_selective(net, x)
+    with torch.no_grad():
+        out = net(x)
+    torch.testing.assert_close(pred.probs, out.logits.softmax(-1).mean(1))
+    torch.testing.assert_close(pred.selection, out.selection.mean(1))
+
+
+def test_selective_net_report_scores_by_g_and_by_softmax_response():
+    net = _trained_like_net(seed=3)
+    x, x_val = torch.randn(60, 3), torch.randn(40, 3)
+    y = torch.randint(0, 4, (60,), generator=torch.Generator().manual_seed(0))
+    reports = selective_net_report(net, x, y, x_val=x_val, coverages=(0.2, 0.5, 1.0))
+    net.eval()
+    with torch.no_grad():
+        out, out_val = net(x), net(x_val)
+    errors = (out.logits.argmax(-1) != y).double().numpy()
+    g, sr = out.selection.numpy(), out.logits.softmax(-1).amax(-1).numpy()
+    g_val, sr_val = out_val.selection.numpy(), out_val.logits.softmax(-1).amax(-1).numpy()
+    for key, conf, val in (("w/o SR", g, g_val), ("w/ SR", sr, sr_val)):
+        rep = reports[key]
+        for i, c in enumerate(rep.coverages):
+            assert rep.risk[i] == pytest.approx(_top_k_risk(list(conf), list(errors), math.ceil(c * 60)))
+            risk, cov = _threshold_risk_loop(list(conf), list(errors), list(val), c)
+            assert rep.threshold_coverage[i] == pytest.approx(cov)
+            assert rep.threshold_risk[i] == pytest.approx(risk, nan_ok=True)
+    assert reports["w/o SR"].aurc != reports["w/ SR"].aurc
+    with pytest.raises(ValueError, match="labels must have shape"):
+        selective_net_report(net, x, y[:5])
+    with pytest.raises(ValueError, match=r"labels has value 4 outside \[0, 4\)"):
+        selective_net_report(net, x, torch.full((60,), 4))
