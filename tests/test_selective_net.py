@@ -142,3 +142,28 @@ def test_constructor_validation(kwargs, exc, match):
         SelectiveNet(args["features"], args["feature_dim"], args["num_classes"], hidden=hidden)
     with pytest.raises(TypeError, match="nn.Module"):
         SelectiveNet(lambda x: x, 6, 4)
+
+
+def test_on_a_headless_sigma_ensemble_of_a_project_backbone():
+    import ensemblize as ez
+    from ensemblize.selective import SyncLoss
+
+    torch.manual_seed(0)
+    backbone = ez.models.build_model("resnet_small", in_channels=1, num_classes=10, image_size=8)
+    backbone.head = nn.Identity()  # (B, 1, 8, 8) -> (B, feature_dim)
+    feats = ez.sigma_ensemble(backbone, members=3, seed=0)  # -> (B, 3, feature_dim)
+    net = SelectiveNet(feats, backbone.feature_dim, 10, hidden=16)
+    x, y = torch.randn(6, 1, 8, 8), torch.randint(0, 10, (6,))
+    out = net(x)
+    assert out.logits.shape == (6, 3, 10) and out.selection.shape == (6, 3)
+    # one SYNC step with the ensemble's mean probability as prior reaches the backbone
+    prior = out.logits.softmax(-1).mean(1).detach()
+    SyncLoss(0.7, 1.0)(out, y, prior=prior).backward()
+    assert all(p.grad is not None and float(p.grad.abs().sum()) > 0 for p in net.selector.parameters())
+    assert any(p.grad is not None and float(p.grad.abs().sum()) > 0 for p in feats.parameters())
+    net.eval()
+    with torch.no_grad():
+        out, z = net(x), feats(x)
+    for m in range(3):
+        torch.testing.assert_close(out.logits[:, m], net.predictor(z[:, m]))
+        torch.testing.assert_close(out.selection[:, m], net.heads(z[:, m]).selection)
