@@ -254,3 +254,13 @@ def test_deep_gamblers_warmup_is_cross_entropy_on_first_k_outputs():
     # member logits: mean over members
     zm = torch.stack([z, z.flip(0)], dim=1)
     torch.testing.assert_close(loss(zm, y), (dg + _dg_reference(z.flip(0), y, 2.0)) / 2)
+
+
+def test_sync_entropy_gradient_is_finite_when_softmax_underflows():
+    f = torch.tensor(
+        [[0.0, -200.0, 1.0], [3.0, 0.0, -150.0]], requires_grad=True
+    )  # float32: p underflows to 0
+    g = torch.tensor([0.4, 0.7], requires_grad=True)
+    out = SelectiveOutput(f, g, f.detach())
+    SyncLoss(0.5, 1.0, score="entropy", detach=False)(out, torch.tensor([0, 0])).backward()
+    assert bool(torch.isfinite(f.grad).all()) and bool(torch.isfinite(g.grad).all())

@@ -226,10 +226,12 @@ class SyncLoss(SelectiveNetLoss):
         f, g, h, y, had_members = _unpack(output, labels)
         terms = self._selectivenet_terms(f, g, h, y)
         if prior is not None:
-            p = self._prior_probs(prior, f, had_members)
+            target = self.score_fn(self._prior_probs(prior, f, had_members))  # (B, M) or (B, 1)
+        elif self.score == "entropy":  # from log-probabilities: finite gradients where p underflows
+            logp = torch.log_softmax(f if self.source == "f" else h, dim=-1)
+            target = 1.0 + (logp.exp() * logp).sum(dim=-1) / math.log(f.shape[-1])
         else:
-            p = torch.softmax(f if self.source == "f" else h, dim=-1)
-        target = self.score_fn(p)  # (B, M) or (B, 1) for a broadcast prior
+            target = self.score_fn(torch.softmax(f if self.source == "f" else h, dim=-1))
         if self.detach:
             target = target.detach()
         sync = (g - target).pow(2).mean(dim=0)  # (M,)
@@ -254,7 +256,10 @@ class DeepGamblersLoss(nn.Module):
 
     Epochs: the loss holds ``epoch`` (starts at 0). Call ``set_epoch(e)`` at the start of every
     epoch, or pass ``epoch=e`` to a call to override it for that call only. With the default
-    ``warmup_epochs=0`` neither is needed.
+    ``warmup_epochs=0`` neither is needed. With :func:`ensemblize.training.fit`, whose callbacks
+    receive the number of the epoch just finished (1-based), pass
+    ``callbacks=[lambda epoch, record, model: loss.set_epoch(epoch)]``: that number is the 0-based
+    index of the next epoch. The epoch is not checkpointed; after a resumed run call ``set_epoch``.
 
     Shapes: logits ``(B, K+1)`` or ``(B, M, K+1)`` (members averaged), labels ``(B,)`` in
     ``[0, K)``; returns a scalar. ``last`` holds ``loss``, ``abstain`` (mean ``p_{K+1}``) and
