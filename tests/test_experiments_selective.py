@@ -1,0 +1,226 @@
+"""`ensemblize experiment selective`: end to end, validation-only thresholds, the two scorings."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from typer.testing import CliRunner
+
+from ensemblize import metrics, sigma_ensemble
+from ensemblize.experiments import selective as exp
+from ensemblize.selective import SelectiveNet
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _threshold_reference(val, c):
+    """k-th largest validation confidence, k = ceil(c·n) (written out with a sort)."""
+    s = sorted(val, reverse=True)
+    k = max(1, math.ceil(c * len(s) - 1e-9))
+    return s[k - 1]
+
+
+# ------------------------------------------------------------------------------------- scorings
+
+
+def _small_selective_net(members=None):
+    torch.manual_seed(0)
+    feats = nn.Sequential(nn.Flatten(), nn.Linear(16, 8), nn.BatchNorm1d(8), nn.ReLU())
+    if members:
+        feats = sigma_ensemble(feats, members=members, seed=0)
+    return SelectiveNet(feats, 8, 5, hidden=4)
+
+
+def test_w_sr_is_max_softmax_of_f_and_wo_sr_is_g():
+    net = _small_selective_net()
+    x = torch.randn(37, 1, 4, 4)
+    net.train()
+    s = exp.score_model(net, x, kind="selective", batch_size=10)
+    assert net.training  # the mode is restored
+    net.eval()
+    with torch.no_grad():
+        out = net(x)
+    p = torch.softmax(out.logits, dim=-1)
+    np.testing.assert_allclose(s.sr, p.max(dim=-1).values.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(s.own, out.selection.numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(s.pred, p.argmax(-1).numpy())
+
+
+def test_w_sr_on_sigma_ensemble_is_max_of_mean_member_probability():
+    net = _small_selective_net(members=3)
+    x = torch.randn(11, 1, 4, 4)
+    s = exp.score_model(net, x, kind="selective")
+    net.eval()
+    with torch.no_grad():
+        out = net(x)
+    assert out.logits.shape == (11, 3, 5)
+    pbar = torch.stack([torch.softmax(out.logits[:, m], -1) for m in range(3)]).mean(0)
+    np.testing.assert_allclose(s.sr, pbar.max(-1).values.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(s.own, out.selection.mean(1).numpy(), rtol=1e-6)
+
+
+def test_gamblers_scores_use_abstain_and_first_k_logits():
+    torch.manual_seed(1)
+    model = nn.Linear(6, 4)  # K = 3 classes + abstain
+    x = torch.randn(20, 6)
+    s = exp.score_model(model, x, kind="gamblers")
+    with torch.no_grad():
+        z = model(x)
+    full = torch.exp(z) / torch.exp(z).sum(-1, keepdim=True)
+    cls = torch.exp(z[:, :3]) / torch.exp(z[:, :3]).sum(-1, keepdim=True)
+    np.testing.assert_allclose(s.own, (1 - full[:, 3]).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(s.sr, cls.max(-1).values.numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(s.pred, cls.argmax(-1).numpy())
+    plain = exp.score_model(model, x, kind="plain")
+    assert plain.own is None
+    np.testing.assert_allclose(plain.sr, full.max(-1).values.numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match="'nope'"):
+        exp.score_model(model, x, kind="nope")
+
+
+# --------------------------------------------------------------------------- records / thresholds
+
+
+def test_method_records_fit_thresholds_on_validation_only(monkeypatch):
+    import ensemblize.selective.evaluate as ev
+
+    rng = np.random.default_rng(0)
+    n_val, n_test = 53, 71
+    val = exp.Scores(pred=rng.integers(0, 3, n_val), own=rng.random(n_val), sr=rng.random(n_val))
+    test = exp.Scores(pred=rng.integers(0, 3, n_test), own=rng.random(n_test), sr=rng.random(n_test))
+    y = rng.integers(0, 3, n_test)
+    seen = []
+    real = ev.threshold_for_coverage
+
+    def spy(conf, c):
+        seen.append(np.asarray(conf, dtype=np.float64).copy())
+        return real(conf, c)
+
+    monkeypatch.setattr(ev, "threshold_for_coverage", spy)
+    recs, curves = exp.method_records(
+        method="m",
+        dataset="d",
+        seed=0,
+        members=1,
+        params=1,
+        train_seconds=0.0,
+        target=0.7,
+        test=test,
+        val=val,
+        y_test=y,
+    )
+    assert seen and all(s.shape == (n_val,) for s in seen)
+    assert all(np.array_equal(s, val.own) or np.array_equal(s, val.sr) for s in seen)
+    errors = (test.pred != y).astype(float)
+    by = {r.extra["scoring"]: r for r in recs}
+    assert set(by) == {"w/o SR", "w/ SR"} and set(curves) == set(by)
+    for scoring, t_conf, v_conf in (("w/o SR", test.own, val.own), ("w/ SR", test.sr, val.sr)):
+        m = by[scoring].metrics
+        t = _threshold_reference(list(v_conf), 0.7)
+        accepted = [i for i in range(n_test) if t_conf[i] >= t]
+        assert m["target_coverage"] == 0.7
+        assert m["achieved_coverage"] == pytest.approx(len(accepted) / n_test)
+        assert m["risk_at_target"] == pytest.approx(sum(errors[i] for i in accepted) / len(accepted))
+        assert m["aurc"] == pytest.approx(metrics.aurc(t_conf, errors))
+        assert m["accuracy"] == pytest.approx(1 - errors.mean())
+        for c in exp.TABLE_COVERAGES:
+            assert m[f"risk@{c:g}"] == pytest.approx(metrics.risk_at_coverage(t_conf, errors, c))
+    # A plain classifier has only the SR scoring.
+    recs, _ = exp.method_records(
+        method="SR",
+        dataset="d",
+        seed=0,
+        members=1,
+        params=1,
+        train_seconds=0.0,
+        target=None,
+        test=exp.Scores(test.pred, None, test.sr),
+        val=exp.Scores(val.pred, None, val.sr),
+        y_test=y,
+    )
+    assert [r.extra["scoring"] for r in recs] == ["w/ SR"] and "achieved_coverage" not in recs[0].metrics
+
+
+# ------------------------------------------------------------------------------------ end to end
+
+
+@pytest.mark.slow
+def test_cli_end_to_end_quick(tmp_path, monkeypatch):
+    import ensemblize.selective.evaluate as ev
+    from ensemblize.cli import app
+    from ensemblize.data.images import load_digits
+
+    splits = load_digits(seed=0)
+    n_val, n_test = len(splits.y_val), len(splits.y_test)
+    assert n_val != n_test
+    lengths = []
+    real = ev.threshold_for_coverage
+    monkeypatch.setattr(
+        ev, "threshold_for_coverage", lambda conf, c: (lengths.append(len(conf)), real(conf, c))[1]
+    )
+    out = tmp_path / "run"
+    res = CliRunner().invoke(
+        app,
+        [
+            "experiment",
+            "selective",
+            "--quick",
+            "--max-train",
+            "96",
+            "--seeds",
+            "0",
+            "--targets",
+            "0.7",
+            "--gammas",
+            "1,2",
+            "--rewards",
+            "2.2,3",
+            "--members",
+            "2",
+            "--out",
+            str(out),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert set(lengths) == {n_val}  # every threshold was fitted on validation confidences
+    rows = json.loads((out / "results.json").read_text())
+    got = {(r["method"], r["target"], r["scoring"]) for r in rows}
+    trained = ["SelectiveNet", "SYNC-SMP(γ=1)", "SYNC-SMP(γ=2)", "SYNC-entropy", "σN-SYNC-SMP(γ=2)"]
+    want = {("SR", None, "w/ SR"), ("DeepGamblers", None, "w/o SR"), ("DeepGamblers", None, "w/ SR")}
+    want |= {(m, 0.7, s) for m in trained for s in ("w/o SR", "w/ SR")}
+    assert got == want and len(rows) == len(want)
+    for r in rows:
+        assert r["seed"] == 0 and r["dataset"] == "digits"
+        assert {f"risk@{c:g}" for c in exp.TABLE_COVERAGES} <= set(r["metrics"])
+        assert {"aurc", "eaurc", "augrc"} <= set(r["metrics"])
+        if r["target"] is not None:
+            assert r["metrics"]["target_coverage"] == 0.7 and 0 <= r["metrics"]["achieved_coverage"] <= 1
+    assert {r["members"] for r in rows if r["method"].startswith("σN")} == {2}
+    assert next(r for r in rows if r["method"] == "DeepGamblers")["reward"] in (2.2, 3.0)
+    md = (out / "results.md").read_text()
+    assert "| SYNC-SMP(γ=2) | 0.7 | w/o SR |" in md and "c = 0.7" in md
+    assert (out / "risk_coverage.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_inputs_name_the_problem(tmp_path):
+    with pytest.raises(ValueError, match="--data-root"):
+        exp.run_selective(out=tmp_path, dataset="cifar100", seeds=[0], log=lambda s: None)
+    with pytest.raises(FileNotFoundError, match="cifar-100-python"):
+        exp.run_selective(out=tmp_path, dataset="cifar100", data_root=tmp_path, seeds=[0], log=lambda s: None)
+    with pytest.raises(ValueError, match="'mnist'"):
+        exp.run_selective(out=tmp_path, dataset="mnist", seeds=[0], log=lambda s: None)
+    with pytest.raises(ValueError, match="rewards.*11"):
+        exp.run_selective(out=tmp_path, rewards=[11.0], seeds=[0], epochs=1, max_train=8, log=lambda s: None)
+    with pytest.raises(ValueError, match="targets.*1.5"):
+        exp.run_selective(out=tmp_path, targets=[1.5], seeds=[0], log=lambda s: None)
