@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +138,7 @@ def train_model(
     per_member_batches: bool = False,
     seed: int = 0,
     verbose: bool = False,
+    regularizer: Callable[[nn.Module], Tensor] | None = None,
 ) -> TrainResult:
     """Train ``model`` in place and restore the weights of its best validation epoch.
 
@@ -156,6 +158,9 @@ def train_model(
         seed: seeds the batch order; parameter init and dropout follow the global torch RNG,
             which the caller seeds (the estimators do, inside :func:`torch.random.fork_rng`).
         verbose: show a tqdm bar (only when stderr is a terminal).
+        regularizer: optional ``regularizer(model) -> scalar tensor`` added to every step's loss
+            (e.g. the σN-Ens diversity term); the history then also has ``train_regularizer``
+            (its mean per step), while ``train_loss`` stays the task loss alone.
 
     Returns a :class:`TrainResult` whose ``history`` has one dict per epoch: ``epoch``,
     ``train_loss``, ``val_loss``, ``val_accuracy`` / ``val_rmse``, ``val_pairwise_kl`` and
@@ -181,13 +186,19 @@ def train_model(
     for epoch in bar:
         model.train()
         order = batch_order(n, members=members, per_member=per_member_batches, generator=gen).to(device)
-        total, seen = 0.0, 0
+        total, seen, reg_total, steps = 0.0, 0, 0.0, 0
         for start in range(0, n, bs):
             idx = order[start : start + bs]  # (B,) or (B, K)
             xb, yb = x_train[idx], y_train[idx]  # (B, F) / (B, K, F); (B,) / (B, K)
             loss = member_loss(model(xb), yb, regression=regression)
+            objective = loss
+            if regularizer is not None:
+                reg = regularizer(model)
+                objective = loss + reg
+                reg_total += float(reg.detach())
+                steps += 1
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            objective.backward()
             if grad_clip:
                 nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
             opt.step()
@@ -196,6 +207,8 @@ def train_model(
         ev = _evaluate(model, x_val, y_val, regression=regression)
         key = (ev.pop("_score"), ev.pop("_tiebreak"))
         row = {"epoch": epoch, "train_loss": total / seen, **ev, "seconds": time.perf_counter() - t0}
+        if regularizer is not None:
+            row["train_regularizer"] = reg_total / steps
         result.history.append(row)
         if not all(np.isfinite(v) for v in (row["train_loss"], row["val_loss"])):
             raise FloatingPointError(f"training diverged at epoch {epoch}: non-finite loss {row}")
