@@ -1,0 +1,225 @@
+"""Train and evaluate one image method the same way everywhere (default job and every experiment).
+
+A :class:`MethodSpec` names a method and its knobs; :func:`run_method` builds it with
+:func:`ensemblize.models.registry.build_ensemble`, trains it with :func:`ensemblize.training.fit`
+(σN-Ens adds the softmax-temperature regulariser), optionally writes the weights as a checkpoint
+(safetensors + JSON, rebuildable by :func:`load_method`), evaluates it with
+:func:`ensemblize.evaluation.evaluate_classifier` and returns a results :class:`~ensemblize.report.Record`.
+
+Methods: ``single``, ``temp_scaled`` (single + temperature fitted on validation NLL), ``deep``,
+``batchensemble``, ``packed``, ``sigma``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .calibration import TemperatureScaled, fit_temperature
+from .checkpoint import load_checkpoint, load_state_strict, save_checkpoint
+from .data.images import ImageSplits
+from .diversity import sharing, softmax_temperature_loss
+from .evaluation import EvalSpec, Evaluation, evaluate_classifier
+from .models.ensembles import count_parameters
+from .models.registry import build_ensemble
+from .report.results import Record
+from .training import fit, predict
+
+__all__ = ["MethodSpec", "TrainConfig", "RunOutcome", "METHODS", "build_method", "run_method", "load_method"]
+
+METHODS = ("single", "temp_scaled", "deep", "batchensemble", "packed", "sigma")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One method to train. ``label`` names it in tables (defaults to ``method``).
+
+    ``tau`` / ``lam``: σN-Ens regulariser; ``noise``: σN-Ens gate noise; ``alpha`` / ``gamma``:
+    Packed-Ensembles; ``model_kwargs``: passed to the backbone constructor (e.g. ``width``).
+    """
+
+    method: str
+    model: str = "resnet_small"
+    members: int = 4
+    tau: float = 1.0
+    lam: float = 1e-3
+    noise: float | None = None
+    alpha: float = 2.0
+    gamma: int = 1
+    label: str | None = None
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}; choose one of {list(METHODS)}")
+
+    @property
+    def name(self) -> str:
+        return self.label or self.method
+
+    @property
+    def effective_members(self) -> int:
+        return 1 if self.method in ("single", "temp_scaled") else self.members
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation shared by every method of a comparison (same budget for all)."""
+
+    epochs: int = 20
+    batch_size: int = 64
+    optimizer: str = "sgd"
+    lr: float = 0.05
+    weight_decay: float = 5e-4
+    schedule: str = "cosine"
+    early_stopping_patience: int | None = None
+
+
+@dataclass
+class RunOutcome:
+    """What :func:`run_method` produced."""
+
+    record: Record
+    evaluation: Evaluation
+    model: nn.Module
+    history: list[dict[str, Any]]
+
+
+def build_method(spec: MethodSpec, splits: ImageSplits) -> nn.Module:
+    """The untrained module for ``spec`` on ``splits``' input shape: (B, C, H, W) -> (B, M, classes)."""
+    kw: dict[str, Any] = dict(spec.model_kwargs)
+    method = "single" if spec.method == "temp_scaled" else spec.method
+    if method == "sigma" and spec.noise is not None:
+        kw["noise"] = spec.noise
+    if method == "packed":
+        kw.update(alpha=spec.alpha, gamma=spec.gamma)
+    return build_ensemble(
+        method,
+        spec.model,
+        members=spec.effective_members,
+        in_channels=splits.in_channels,
+        num_classes=splits.num_classes,
+        image_size=splits.image_size,
+        **kw,
+    )
+
+
+def _regularizer(spec: MethodSpec):
+    if spec.method != "sigma" or spec.lam == 0:
+        return None
+    return lambda module: softmax_temperature_loss(module, spec.tau, spec.lam)
+
+
+def run_method(
+    spec: MethodSpec,
+    splits: ImageSplits,
+    *,
+    train: TrainConfig,
+    seed: int,
+    eval_spec: EvalSpec | None = None,
+    out: str | Path | None = None,
+    extra_ood: dict[str, torch.Tensor] | None = None,
+    model: nn.Module | None = None,
+    progress: bool | None = None,
+) -> RunOutcome:
+    """Build (or take ``model``), train, checkpoint into ``out/models`` (if ``out``), evaluate; see module doc."""
+    torch.manual_seed(seed)
+    module = model if model is not None else build_method(spec, splits)
+    start = time.perf_counter()
+    result = fit(
+        module,
+        (splits.x_train, splits.y_train),
+        (splits.x_val, splits.y_val),
+        epochs=train.epochs,
+        batch_size=train.batch_size,
+        optimizer=train.optimizer,
+        lr=train.lr,
+        weight_decay=train.weight_decay,
+        schedule=train.schedule,
+        regularizer=_regularizer(spec),
+        early_stopping_patience=train.early_stopping_patience,
+        seed=seed,
+        progress=progress,
+    )
+    extra: dict[str, Any] = {"setting": spec.name}
+    if spec.method == "temp_scaled":
+        with torch.no_grad():
+            module.eval()
+            logits = torch.cat([module(splits.x_val[i : i + 512]) for i in range(0, len(splits.x_val), 512)])
+        temperature = fit_temperature(logits, splits.y_val)
+        module = TemperatureScaled(module, temperature)
+        extra["temperature"] = temperature
+    train_seconds = time.perf_counter() - start
+    if out is not None:
+        save_method(module, spec, splits, seed=seed, path=Path(out) / "models" / f"{spec.name}_seed{seed}")
+    evaluation = evaluate_classifier(module, splits, spec=eval_spec, seed=seed, extra_ood=extra_ood)
+    metrics = dict(evaluation.metrics)
+    if spec.method == "sigma":
+        stats = sharing(module)
+        metrics["owners_per_feature"] = float(
+            sum(s.mean_owners * s.features for s in stats) / sum(s.features for s in stats)
+        )
+    record = Record(
+        method=spec.name,
+        dataset=splits.name,
+        seed=seed,
+        members=spec.effective_members,
+        params=count_parameters(module),
+        train_seconds=train_seconds,
+        metrics=metrics,
+        extra={
+            **extra,
+            "epochs": result.epochs_run,
+            "eval_seconds": evaluation.seconds,
+            "spec": _spec_json(spec),
+        },
+    )
+    return RunOutcome(record=record, evaluation=evaluation, model=module, history=result.history)
+
+
+def _spec_json(spec: MethodSpec) -> dict[str, Any]:
+    return asdict(spec)
+
+
+def save_method(module: nn.Module, spec: MethodSpec, splits: ImageSplits, *, seed: int, path: Path) -> Path:
+    """Write ``module``'s weights and what is needed to rebuild it (spec, data shape, seed)."""
+    meta = {
+        "format": "ensemblize.method/1",
+        "spec": _spec_json(spec),
+        "dataset": splits.name,
+        "seed": seed,
+        "in_channels": splits.in_channels,
+        "num_classes": splits.num_classes,
+        "image_size": splits.image_size,
+        "class_names": list(splits.class_names),
+        "temperature": float(module.temperature) if isinstance(module, TemperatureScaled) else None,
+    }
+    return save_checkpoint(path, module.state_dict(), meta)
+
+
+def load_method(path: str | Path, splits: ImageSplits) -> tuple[nn.Module, MethodSpec, dict[str, Any]]:
+    """Rebuild a module written by :func:`run_method` (``path`` without suffix) and load its weights."""
+    tensors, meta = load_checkpoint(path)
+    if meta.get("format") != "ensemblize.method/1":
+        raise ValueError(f"{path} is not an ensemblize method checkpoint (format {meta.get('format')!r})")
+    spec = MethodSpec(**meta["spec"])
+    if (splits.in_channels, splits.num_classes) != (meta["in_channels"], meta["num_classes"]):
+        raise ValueError(
+            f"{path} was trained on {meta['in_channels']} channels / {meta['num_classes']} classes, "
+            f"but the data has {splits.in_channels} / {splits.num_classes}"
+        )
+    module = build_method(replace(spec, noise=0.0) if spec.method == "sigma" else spec, splits)
+    if meta.get("temperature") is not None:
+        module = TemperatureScaled(module, meta["temperature"])
+    load_state_strict(module, tensors, what=str(path))
+    return module, spec, meta
+
+
+def member_probabilities(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """(N, M, C) member probabilities of ``module`` on ``x`` (eval mode)."""
+    return predict(module, x)

@@ -1,0 +1,146 @@
+"""The default job, the shared runner, temperature scaling and `ensemblize evaluate`, end to end."""
+
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import ensemblize.metrics as M
+from ensemblize.calibration import TemperatureScaled, fit_temperature
+from ensemblize.data import load_digits
+from ensemblize.evaluation import EvalSpec, evaluate_classifier, evaluate_probs
+from ensemblize.runner import MethodSpec, TrainConfig, load_method, run_method
+
+
+def test_fit_temperature_recovers_a_known_temperature():
+    g = torch.Generator().manual_seed(0)
+    true_logits = 3 * torch.randn(4000, 5, generator=g)
+    labels = torch.multinomial(torch.softmax(true_logits, -1), 1, generator=g).squeeze(1)
+    # a model that is overconfident by a factor 2.5: the fitted T must undo it
+    t = fit_temperature(2.5 * true_logits, labels)
+    assert t == pytest.approx(2.5, rel=0.08)
+    wrapped = TemperatureScaled(torch.nn.Identity(), t)
+    assert torch.allclose(wrapped(2.5 * true_logits), 2.5 * true_logits / t)
+    with pytest.raises(ValueError, match="temperature"):
+        TemperatureScaled(torch.nn.Identity(), 0.0)
+    with pytest.raises(ValueError, match="outside"):
+        fit_temperature(true_logits, labels + 10)
+
+
+def test_evaluate_probs_matches_the_metric_functions():
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(4), size=(50, 3))
+    y = rng.integers(0, 4, 50)
+    got = evaluate_probs(p, y)
+    assert got["nll"] == pytest.approx(M.nll(p, y))
+    assert got["ece"] == pytest.approx(M.ece(p, y, n_bins=15))
+    conf = p.mean(1).max(1)
+    assert got["aurc"] == pytest.approx(M.aurc(conf, (p.mean(1).argmax(1) != y).astype(float)))
+    assert got["mutual_information"] == pytest.approx(M.mutual_information(p))
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_digits(seed=0)
+
+
+@pytest.mark.slow
+def test_runner_checkpoint_round_trip_and_full_evaluation(tmp_path, digits):
+    small = replace(digits, x_test=digits.x_test[:60], y_test=digits.y_test[:60])
+    spec = MethodSpec("sigma", members=2, tau=1.0, lam=0.5, model_kwargs={"width": 4})
+    outcome = run_method(
+        spec,
+        small,
+        train=TrainConfig(epochs=1, batch_size=128),
+        seed=0,
+        out=tmp_path,
+        eval_spec=EvalSpec(
+            corruptions=("gaussian_noise", "contrast"), severities=(1, 5), ood=("gaussian", "photos")
+        ),
+    )
+    m = outcome.record.metrics
+    for key in (
+        "accuracy",
+        "nll",
+        "ece",
+        "brier",
+        "corr_accuracy_s5",
+        "ood_photos_mi_auroc",
+        "aurc",
+        "owners_per_feature",
+    ):
+        assert key in m and math.isfinite(m[key]), key
+    assert outcome.record.members == 2 and outcome.record.params > 0
+    # the checkpoint rebuilds a module that predicts identically
+    module, loaded_spec, meta = load_method(tmp_path / "models" / "sigma_seed0", small)
+    assert loaded_spec == spec and meta["seed"] == 0
+    again = evaluate_classifier(module, small, spec=EvalSpec.none())
+    assert again.metrics["nll"] == pytest.approx(m["nll"], abs=1e-9)
+    # a checkpoint from a different model is refused
+    with pytest.raises(ValueError, match="classes"):
+        load_method(tmp_path / "models" / "sigma_seed0", load_digits(seed=0, classes=[0, 1]))
+
+
+@pytest.mark.slow
+def test_temp_scaled_method_fits_on_validation(digits):
+    spec = MethodSpec("temp_scaled", model_kwargs={"width": 4})
+    out = run_method(spec, digits, train=TrainConfig(epochs=1), seed=1, eval_spec=EvalSpec.none())
+    assert isinstance(out.model, TemperatureScaled)
+    with torch.no_grad():
+        logits = out.model.eval().model(digits.x_val)
+    assert out.record.extra["temperature"] == pytest.approx(fit_temperature(logits, digits.y_val), rel=1e-6)
+
+
+@pytest.mark.slow
+def test_cli_run_and_evaluate_end_to_end(tmp_path):
+    from ensemblize.cli import app
+
+    runner = CliRunner()
+    out = tmp_path / "run"
+    res = runner.invoke(
+        app,
+        [
+            "run",
+            "--out",
+            str(out),
+            "--seed",
+            "3",
+            "--epochs",
+            "1",
+            "--members",
+            "2",
+            "--ood",
+            "gaussian,heldout",
+            "--no-evaluate",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    rows = json.loads((out / "results.json").read_text())
+    assert [r["method"] for r in rows] == ["single", "deep_ensemble", "sigma_ens"]
+    for r in rows:
+        assert {"method", "dataset", "seed", "members", "params", "train_seconds", "metrics"} <= set(r)
+        assert r["seed"] == 3 and 0 <= r["metrics"]["accuracy"] <= 1
+    assert rows[1]["members"] == 2 and rows[0]["members"] == 1
+    assert (out / "reliability.png").stat().st_size > 1000
+    assert "accuracy" in res.output and "sigma_ens" in res.output
+    res = runner.invoke(app, ["evaluate", str(out), "--ood", "uniform"])
+    assert res.exit_code == 0, res.output
+    ev = json.loads((out / "evaluation.json").read_text())
+    assert len(ev) == 3 and "ood_heldout_maxprob_auroc" in ev[0]["metrics"] and "corr_ece" in ev[0]["metrics"]
+    # the held-out-class task has 6 classes; the evaluation reuses the trained weights exactly
+    trained = {r["method"]: r["metrics"]["accuracy"] for r in rows}
+    assert {r["method"]: r["metrics"]["accuracy"] for r in ev} == pytest.approx(trained)
+
+
+def test_cli_rejects_bad_values(tmp_path):
+    from ensemblize.cli import app
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["run", "--out", str(tmp_path), "--ood", "nonsense", "--epochs", "1"])
+    assert res.exit_code != 0 and "nonsense" in str(res.exception) + res.output
+    res = runner.invoke(app, ["evaluate", str(tmp_path / "missing")])
+    assert res.exit_code != 0
