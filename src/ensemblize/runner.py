@@ -126,6 +126,7 @@ def run_method(
     extra_ood: dict[str, torch.Tensor] | None = None,
     model: nn.Module | None = None,
     progress: bool | None = None,
+    device: str | torch.device = "cpu",
 ) -> RunOutcome:
     """Build (or take ``model``), train, checkpoint into ``out/models`` (if ``out``), evaluate; see module doc."""
     torch.manual_seed(seed)
@@ -145,19 +146,22 @@ def run_method(
         early_stopping_patience=train.early_stopping_patience,
         seed=seed,
         progress=progress,
+        device=device,
     )
     extra: dict[str, Any] = {"setting": spec.name}
     if spec.method == "temp_scaled":
         with torch.no_grad():
             module.eval()
-            logits = torch.cat([module(splits.x_val[i : i + 512]) for i in range(0, len(splits.x_val), 512)])
+            logits = torch.cat(
+                [module(splits.x_val[i : i + 512].to(device)).cpu() for i in range(0, len(splits.x_val), 512)]
+            )
         temperature = fit_temperature(logits, splits.y_val)
         module = TemperatureScaled(module, temperature)
         extra["temperature"] = temperature
     train_seconds = time.perf_counter() - start
     if out is not None:
         save_method(module, spec, splits, seed=seed, path=Path(out) / "models" / f"{spec.name}_seed{seed}")
-    evaluation = evaluate_classifier(module, splits, spec=eval_spec, seed=seed, extra_ood=extra_ood)
+    evaluation = evaluate_classifier(module, splits, spec=eval_spec, seed=seed, extra_ood=extra_ood, device=device)
     metrics = dict(evaluation.metrics)
     if spec.method == "sigma":
         stats = sharing(module)
@@ -199,7 +203,7 @@ def save_method(module: nn.Module, spec: MethodSpec, splits: ImageSplits, *, see
         "class_names": list(splits.class_names),
         "temperature": float(module.temperature) if isinstance(module, TemperatureScaled) else None,
     }
-    return save_checkpoint(path, module.state_dict(), meta)
+    return save_checkpoint(path, {k: v.cpu() for k, v in module.state_dict().items()}, meta)
 
 
 def load_method(path: str | Path, splits: ImageSplits) -> tuple[nn.Module, MethodSpec, dict[str, Any]]:
