@@ -23,7 +23,8 @@ All methods go through :func:`run_tabular_method` on the same :class:`~ensembliz
 ``catboost``   idem (skipped with a message when not installed)
 =============  =================================================================================
 
-Budgets (:data:`BUDGETS`): ``tiny`` (tests), ``quick`` (the reduced budget this machine affords:
+Budgets (:data:`BUDGETS`): ``tiny`` (tests), ``lite`` (K = 8, 2 blocks of 128, ≤ 40 epochs with
+patience 8 — the many-table benchmark on a shared 2-core machine), ``quick`` (the reduced budget this machine affords:
 K = 16, 2 blocks of 128, ≤ 40 epochs with patience 8 on tables with > 10k training rows, ≤ 80 epochs
 with patience 12 otherwise) and ``full`` (the paper's architecture: K = 32, 3 blocks of 256, ≤ 200
 epochs, patience 16). Every record's ``metrics`` hold the test score (``rmse`` on the standardised
@@ -65,6 +66,12 @@ BUDGETS: dict[str, dict[str, dict[str, Any]]] = {
                   "n_bins": 8, "gbdt_rounds": 20, "gbdt_patience": 5},
         "large": {"members": 4, "n_blocks": 1, "d_block": 16, "max_epochs": 3, "patience": 2,
                   "n_bins": 8, "gbdt_rounds": 20, "gbdt_patience": 5},
+    },
+    "lite": {
+        "small": {"members": 8, "n_blocks": 2, "d_block": 128, "max_epochs": 40, "patience": 8,
+                  "n_bins": 48, "gbdt_rounds": 2000, "gbdt_patience": 50},
+        "large": {"members": 8, "n_blocks": 2, "d_block": 128, "max_epochs": 30, "patience": 8,
+                  "n_bins": 48, "gbdt_rounds": 2000, "gbdt_patience": 50},
     },
     "quick": {
         "small": {"members": 16, "n_blocks": 2, "d_block": 128, "max_epochs": 80, "patience": 12,
