@@ -48,7 +48,12 @@ CLASSIFICATION = [
 ]
 
 
-@pytest.mark.parametrize(("metric", "fn", "kw"), CLASSIFICATION, ids=lambda x: repr(x)[:30])
+@pytest.mark.parametrize(
+    ("metric", "fn", "kw"),
+    CLASSIFICATION,
+    # ids must not contain object addresses: xdist workers compare collected ids
+    ids=[f"{type(m).__name__}-{i}" for i, (m, _, _) in enumerate(CLASSIFICATION)],
+)
 def test_classification_streams(data, metric, fn, kw):
     rng, _, probs, y = data
     for members in (probs, probs.mean(axis=1)):
