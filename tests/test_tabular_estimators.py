@@ -270,5 +270,5 @@ def test_load_rejects_a_tampered_tensor_file(tmp_path):
     t = load_tensors(tmp_path / "m.safetensors")
     t.pop(next(k for k in t if k.startswith("model.")))
     save_tensors(tmp_path / "m.safetensors", t)
-    with pytest.raises(ValueError, match="fingerprint|different model"):
+    with pytest.raises(ValueError, match="content hash|fingerprint|different model"):
         LoMETabClassifier.load(stem)
