@@ -9,10 +9,14 @@ stamp="$venv/.ensemblize-installed${extras:+-$extras}"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
+pip_install() {
+  # this machine's pip config names local package folders that may be absent: drop those warnings only
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@" 2> >(grep -v "is ignored: it is neither" >&2)
+}
 if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
-  "$venv/bin/python" -m pip install --quiet --upgrade pip >/dev/null
-  "$venv/bin/python" -m pip install --quiet "torch==2.13.0"
-  "$venv/bin/python" -m pip install --quiet -e "$root${extras:+[$extras]}"
+  echo "setting up $venv (first run only) ..." >&2
+  pip_install "torch==2.13.0"
+  pip_install -e "$root${extras:+[$extras]}"
   touch "$stamp"
 fi
 export PATH="$venv/bin:$PATH"
