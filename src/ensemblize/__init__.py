@@ -13,8 +13,9 @@ Submodules are imported on first attribute access so that ``import ensemblize`` 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_namespace
 
 __version__ = "0.1.0"
 
@@ -34,20 +35,10 @@ _SUBMODULES = (
 )
 _ATTRIBUTES = {"sigma_ensemble": "ensemblize.convert", "SigmaEnsemble": "ensemblize.convert"}
 
-__all__ = [*_SUBMODULES, *_ATTRIBUTES, "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from . import checkpoint, data, diversity, members, metrics, models, nn, selective, tabular, training
-    from .convert import SigmaEnsemble, sigma_ensemble
+    from . import checkpoint, data, diversity, members, metrics, models, nn, selective, tabular, training  # noqa: F401
+    from .convert import SigmaEnsemble, sigma_ensemble  # noqa: F401
 
-
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return importlib.import_module(f"ensemblize.{name}")
-    if name in _ATTRIBUTES:
-        return getattr(importlib.import_module(_ATTRIBUTES[name]), name)
-    raise AttributeError(f"module 'ensemblize' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__, __all__ = lazy_namespace(__name__, _ATTRIBUTES, _SUBMODULES)
+__all__ = [*__all__, "__version__"]

@@ -10,8 +10,7 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_namespace
 
 _ATTRIBUTES = {
     "ImageSplits": "ensemblize.data.images",
@@ -31,16 +30,4 @@ _ATTRIBUTES = {
 }
 _SUBMODULES = ("images", "corruptions", "ood", "tabular")
 
-__all__ = sorted([*_ATTRIBUTES, *_SUBMODULES])
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return importlib.import_module(f"ensemblize.data.{name}")
-    if name in _ATTRIBUTES:
-        return getattr(importlib.import_module(_ATTRIBUTES[name]), name)
-    raise AttributeError(f"module 'ensemblize.data' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__, __all__ = lazy_namespace(__name__, _ATTRIBUTES, _SUBMODULES)

@@ -7,8 +7,7 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_namespace
 
 _ATTRIBUTES = {
     "ResNet": "ensemblize.models.resnet",
@@ -32,14 +31,4 @@ _ATTRIBUTES = {
     "default_patch_size": "ensemblize.models.vit",
 }
 
-__all__ = sorted(_ATTRIBUTES)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _ATTRIBUTES:
-        return getattr(importlib.import_module(_ATTRIBUTES[name]), name)
-    raise AttributeError(f"module 'ensemblize.models' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__, __all__ = lazy_namespace(__name__, _ATTRIBUTES)

@@ -12,8 +12,7 @@ Layers are imported lazily from the module that implements them.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_namespace
 
 _LAYERS = {
     "SigmaBatchNorm1d": "ensemblize.nn.sigma_norm",
@@ -31,14 +30,4 @@ _LAYERS = {
     "packed_widths": "ensemblize.nn.packed",
 }
 
-__all__ = sorted(_LAYERS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAYERS:
-        return getattr(importlib.import_module(_LAYERS[name]), name)
-    raise AttributeError(f"module 'ensemblize.nn' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__, __all__ = lazy_namespace(__name__, _LAYERS)

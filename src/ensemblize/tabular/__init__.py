@@ -14,8 +14,7 @@ Names are imported on first access.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_namespace
 
 _ATTRIBUTES = {
     "LoMETabClassifier": "ensemblize.tabular.estimators",
@@ -33,16 +32,4 @@ _ATTRIBUTES = {
 }
 _SUBMODULES = ("estimators", "model", "train", "gbdt")
 
-__all__ = sorted([*_ATTRIBUTES, *_SUBMODULES])
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return importlib.import_module(f"ensemblize.tabular.{name}")
-    if name in _ATTRIBUTES:
-        return getattr(importlib.import_module(_ATTRIBUTES[name]), name)
-    raise AttributeError(f"module 'ensemblize.tabular' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__, __all__ = lazy_namespace(__name__, _ATTRIBUTES, _SUBMODULES)
