@@ -523,11 +523,13 @@ def risk_coverage_figure(
                     ls="--" if method in ("SR", "DeepGamblers") else "-",
                 )
             ax.set_title(f"target c = {t:g}, scoring {scoring}", fontsize=9)
-            ax.set_xlabel("coverage")
+            if i == len(scorings) - 1:
+                ax.set_xlabel("coverage")
             ax.grid(alpha=0.3)
             if j == 0:
                 ax.set_ylabel("selective risk (test)")
     axes[0][-1].legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
     return save_figure(fig, path)
 
 
