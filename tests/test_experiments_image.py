@@ -194,8 +194,11 @@ def test_tau_sweep_end_to_end_and_heatmap_matches_saved_models(tmp_path):
     from ensemblize.data.images import load_digits
     from ensemblize.runner import load_method
 
-    out, rows = _invoke("tau-sweep", tmp_path, "--taus", "0.1,5", "--members", "2", "--lam", "0.5")
-    assert [(r["spec"]["tau"], r["spec"]["lam"]) for r in rows] == [(0.1, 0.5), (5.0, 0.5)]
+    out, rows = _invoke("tau-sweep", tmp_path, "--taus", "0.1,0.5,5", "--members", "2", "--lam", "0.5")
+    assert [(r["spec"]["tau"], r["spec"]["lam"]) for r in rows] == [(0.1, 0.5), (0.5, 0.5), (5.0, 0.5)]
+    assert [r["method"] for r in rows] == ["sigma_tau=0p1", "sigma_tau=0p5", "sigma_tau=5"]
+    # one checkpoint per setting (a "." in the name would make them overwrite each other)
+    assert len(list((out / "models").glob("*.safetensors"))) == 3
     for fig in ("frontier.png", "diversity.png", "owners_heatmap.png"):
         assert (out / fig).stat().st_size > 0
     layers, values, mat = owners_matrix(rows)

@@ -45,7 +45,9 @@ __all__ = [
     "pareto_front",
     "owners_matrix",
     "layer_sharing",
+    "setting_label",
     "markdown_table",
+    "members_figure",
 ]
 
 #: Corruption kinds of the ``reduced`` evaluation preset (one per CIFAR-10-C family + two more).
@@ -156,6 +158,12 @@ def pareto_front(points: Sequence[tuple[float, float]], *, minimize: tuple[bool,
         if not dominated:
             keep.append(i)
     return keep
+
+
+def setting_label(param: str, value: float) -> str:
+    """``sigma_tau=0p05`` for τ = 0.05: the label names the checkpoint file, so no ``.`` in it
+    (:func:`ensemblize.checkpoint.save_checkpoint` would read ``.05_seed0`` as a suffix)."""
+    return f"sigma_{param}={value:g}".replace(".", "p")
 
 
 def layer_sharing(model: Any) -> list[dict[str, Any]]:
@@ -325,11 +333,15 @@ def _errorbar_panels(
             xs, ms, ss = zip(*pts, strict=True) if pts else ((), (), ())
             ax.errorbar(xs, ms, yerr=ss, marker="o", capsize=3, label=label)
         if logx:
+            ticks = sorted({float(x) for pts in series.values() for x, _, _ in pts})
             ax.set_xscale("log")
+            ax.minorticks_off()
+            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
     return save_figure(fig, path)
 
 
@@ -502,7 +514,7 @@ def _sweep(
                 "sigma",
                 model=model,
                 members=members,
-                label=f"sigma_{param}={v:g}",
+                label=setting_label(param, v),
                 model_kwargs=_model_kwargs(width),
                 **knobs,
             )
@@ -764,16 +776,7 @@ def members_sweep(
                 records.append(rec)
                 write_results(out, records)
     records.sort(key=lambda r: (r["spec"]["method"], r["members"], r["seed"]))
-    key = lambda r: (r["spec"]["method"], r["members"])  # noqa: E731
-    panels = []
-    for metric in ("accuracy", "nll", "ece", "ood_maxprob_auroc", "member_accuracy"):
-        st = group_stats(records, key, metric)
-        series = {
-            name: [(k[1], *st[k][:2]) for k in sorted(st) if k[0] == meth]
-            for meth, name in (("sigma", "σN-Ens"), ("packed", f"Packed (α={alpha:g})"))
-        }
-        panels.append((metric, series))
-    _errorbar_panels(panels, out / "metrics_vs_members.png", xlabel="M", logx=True)
+    members_figure(records, out / "metrics_vs_members.png", alpha=alpha)
     _finish(
         out,
         records,
@@ -793,6 +796,20 @@ def members_sweep(
             "eval": evaluation,
         },
     )
+
+
+def members_figure(records: Sequence[Mapping[str, Any]], path: Path, *, alpha: float) -> Path:
+    """Accuracy, NLL, ECE, OOD AUROC and member accuracy vs M (mean ± std over seeds), σN-Ens and Packed."""
+    key = lambda r: (r["spec"]["method"], r["members"])  # noqa: E731
+    panels = []
+    for metric in ("accuracy", "nll", "ece", "ood_maxprob_auroc", "member_accuracy"):
+        st = group_stats(records, key, metric)
+        series = {
+            name: [(k[1], *st[k][:2]) for k in sorted(st) if k[0] == meth]
+            for meth, name in (("sigma", "σN-Ens"), ("packed", f"Packed (α={alpha:g})"))
+        }
+        panels.append((metric, series))
+    return _errorbar_panels(panels, path, xlabel="M", logx=True)
 
 
 # --- fine-tune a pretrained single model ---------------------------------------------------------------
