@@ -113,13 +113,13 @@ def primary_metric(task: str) -> tuple[str, bool]:
 
 
 def _bins(prepared, x_train, y_train, n_bins: int):
-    from ensemblize.tabular.estimators import _safe_bins
+    from ensemblize.tabular.estimators import safe_bins
 
     n_num = prepared.n_numeric
     if n_num == 0:
         return None
     n_bins = min(int(n_bins), len(x_train) - 1)
-    return _safe_bins(
+    return safe_bins(
         x_train[:, :n_num],
         y_train,
         n_bins=n_bins,

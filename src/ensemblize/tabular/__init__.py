@@ -29,7 +29,10 @@ _ATTRIBUTES = {
     "predict_gbdt": "ensemblize.tabular.gbdt",
     "GBDTModel": "ensemblize.tabular.gbdt",
     "GBDT_KINDS": "ensemblize.tabular.gbdt",
+    "NormalizedTabMLP": "ensemblize.tabular.sigma_mlp",
+    "build_sigma_tab_mlp": "ensemblize.tabular.sigma_mlp",
+    "sigma_regularizer": "ensemblize.tabular.sigma_mlp",
 }
-_SUBMODULES = ("estimators", "model", "train", "gbdt")
+_SUBMODULES = ("estimators", "model", "train", "gbdt", "sigma_mlp")
 
 __getattr__, __dir__, __all__ = lazy_namespace(__name__, _ATTRIBUTES, _SUBMODULES)

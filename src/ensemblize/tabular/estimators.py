@@ -142,7 +142,7 @@ def _as_target(y: Any, *, name: str, n: int) -> np.ndarray:
     return arr
 
 
-def _safe_bins(x_num: torch.Tensor, y: torch.Tensor, *, n_bins: int, method: str, regression: bool):
+def safe_bins(x_num: torch.Tensor, y: torch.Tensor, *, n_bins: int, method: str, regression: bool):
     """Bin edges for every numeric column; a column constant on the training rows gets one bin."""
     import rtdl_num_embeddings as rtdl
 
@@ -384,7 +384,7 @@ class _LoMETabBase(BaseEstimator):
         if self.embedding == "piecewise" and n_num:
             if self.n_bins_ < 2:
                 raise ValueError(f"piecewise embeddings need at least 3 training rows, got {len(x_tr)}")
-            self.bins_ = _safe_bins(
+            self.bins_ = safe_bins(
                 x_tr[:, :n_num],
                 t_tr,
                 n_bins=self.n_bins_,
