@@ -83,3 +83,17 @@ def test_results_contract_and_mean_std_table(tmp_path):
     assert "0.9000 ± 0.1000" in table and "sigma" in table
     with pytest.raises(ValueError, match="missing"):
         write_results(tmp_path, [{"method": "x"}])
+
+
+def test_dots_in_checkpoint_names_are_kept(tmp_path):
+    save_checkpoint(tmp_path / "sigma_tau=0.05_seed0", {"w": torch.ones(1)}, {"tau": 0.05})
+    save_checkpoint(tmp_path / "sigma_tau=0.1_seed0", {"w": torch.zeros(1)}, {"tau": 0.1})
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "sigma_tau=0.05_seed0.json",
+        "sigma_tau=0.05_seed0.safetensors",
+        "sigma_tau=0.1_seed0.json",
+        "sigma_tau=0.1_seed0.safetensors",
+    ]
+    assert load_checkpoint(tmp_path / "sigma_tau=0.05_seed0")[1]["tau"] == 0.05
+    # a path naming either file of the pair loads the pair
+    assert load_checkpoint(tmp_path / "sigma_tau=0.1_seed0.json")[1]["tau"] == 0.1

@@ -114,31 +114,44 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def checkpoint_paths(stem: str | os.PathLike) -> tuple[Path, Path]:
+    """``(stem.safetensors, stem.json)``; the suffixes are appended, so dots in the name are kept.
+
+    A ``stem`` already ending in ``.safetensors`` or ``.json`` names the pair it belongs to.
+    """
+    stem = Path(stem)
+    name = stem.name
+    for suffix in (".safetensors", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    if not name:
+        raise ValueError(f"checkpoint name is empty: {stem}")
+    return stem.with_name(name + ".safetensors"), stem.with_name(name + ".json")
+
+
 def save_checkpoint(stem: str | os.PathLike, tensors: Mapping[str, Tensor], meta: Mapping[str, Any]) -> Path:
     """Write ``stem.safetensors`` then ``stem.json`` (the JSON last: it marks the pair complete).
 
     ``meta`` must be JSON-serialisable; the tensors' fingerprint is added under ``"fingerprint"``
     and the tensor file's SHA-256 under ``"sha256"``.
     """
-    stem = Path(stem)
-    tensor_path = save_tensors(stem.with_suffix(".safetensors"), tensors)
+    tensor_path, meta_path = checkpoint_paths(stem)
+    save_tensors(tensor_path, tensors)
     atomic_write_json(
-        stem.with_suffix(".json"),
+        meta_path,
         {**meta, "fingerprint": state_fingerprint(tensors), "sha256": _file_sha256(tensor_path)},
     )
-    return stem
+    return Path(stem)
 
 
 def load_checkpoint(
     stem: str | os.PathLike, device: str | torch.device = "cpu"
 ) -> tuple[dict[str, Tensor], dict]:
     """Read a pair written by :func:`save_checkpoint`; raises ValueError if the pair does not match."""
-    stem = Path(stem)
-    meta_path = stem.with_suffix(".json")
+    tensor_path, meta_path = checkpoint_paths(stem)
     if not meta_path.is_file():
         raise FileNotFoundError(f"no checkpoint metadata at {meta_path}")
     meta = json.loads(meta_path.read_text())
-    tensor_path = stem.with_suffix(".safetensors")
     if not tensor_path.is_file():
         raise FileNotFoundError(f"no tensor file at {tensor_path}")
     if "sha256" in meta and meta["sha256"] != _file_sha256(tensor_path):

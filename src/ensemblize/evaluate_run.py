@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
+from .checkpoint import checkpoint_paths
 from .data.images import load_digits
 from .data.ood import held_out_classes, parse_ood_names
 from .evaluation import EvalSpec, evaluate_classifier
@@ -26,7 +28,7 @@ def evaluate_run(
     """Evaluate every ``models/*.json`` checkpoint under ``run_dir``; write ``evaluation.json`` + figures."""
     run_dir = Path(run_dir)
     out = Path(out) if out is not None else run_dir
-    stems = sorted(p.with_suffix("") for p in (run_dir / "models").glob("*.json"))
+    stems = sorted(p.with_name(p.name[: -len(".json")]) for p in (run_dir / "models").glob("*.json"))
     if not stems:
         raise FileNotFoundError(
             f"no checkpoints under {run_dir / 'models'}; run `ensemblize run --out {run_dir}` first"
@@ -39,9 +41,7 @@ def evaluate_run(
     records, evals = [], {}
     start = time.perf_counter()
     for stem in stems:
-        import json
-
-        meta = json.loads(stem.with_suffix(".json").read_text())
+        meta = json.loads(checkpoint_paths(stem)[1].read_text())
         run_seed = meta["seed"]
         if meta["dataset"] != "digits":
             raise ValueError(
