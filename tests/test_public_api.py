@@ -61,7 +61,9 @@ def test_design_names_resolve(module, name):
     assert callable(obj) and obj.__doc__, f"{module}.{name} needs a docstring"
 
 
-@pytest.mark.parametrize("package", ["ensemblize", "ensemblize.nn", "ensemblize.models", "ensemblize.data", "ensemblize.tabular"])
+@pytest.mark.parametrize(
+    "package", ["ensemblize", "ensemblize.nn", "ensemblize.models", "ensemblize.data", "ensemblize.tabular"]
+)
 def test_every_lazy_name_resolves(package):
     mod = importlib.import_module(package)
     for name in mod.__all__:

@@ -161,7 +161,9 @@ def run_method(
     train_seconds = time.perf_counter() - start
     if out is not None:
         save_method(module, spec, splits, seed=seed, path=Path(out) / "models" / f"{spec.name}_seed{seed}")
-    evaluation = evaluate_classifier(module, splits, spec=eval_spec, seed=seed, extra_ood=extra_ood, device=device)
+    evaluation = evaluate_classifier(
+        module, splits, spec=eval_spec, seed=seed, extra_ood=extra_ood, device=device
+    )
     metrics = dict(evaluation.metrics)
     if spec.method == "sigma":
         stats = sharing(module)

@@ -93,7 +93,10 @@ def summarize(
         stats = {}
         for m in [*metric_names, "params", "train_seconds"]:
             vals = np.array(
-                [(row["metrics"].get(m, math.nan) if m in row["metrics"] else row.get(m, math.nan)) for row in rows],
+                [
+                    (row["metrics"].get(m, math.nan) if m in row["metrics"] else row.get(m, math.nan))
+                    for row in rows
+                ],
                 dtype=float,
             )
             finite = vals[np.isfinite(vals)]
