@@ -17,7 +17,7 @@ import torch
 from .checkpoint import atomic_write_json
 from .data.images import load_digits
 from .data.ood import held_out_classes, parse_ood_names
-from .evaluation import EvalSpec
+from .evaluation import CLEAN_METRICS, HEADLINE_METRICS, EvalSpec
 from .report.figures import evaluation_figures
 from .report.results import format_table, write_results
 from .runner import MethodSpec, TrainConfig, run_method
@@ -27,19 +27,6 @@ __all__ = ["run_default", "DEFAULT_TAU", "DEFAULT_LAM"]
 #: σN-Ens regulariser used by the default job (chosen on the digits *validation* split, see README).
 DEFAULT_TAU = 5.0
 DEFAULT_LAM = 0.5
-
-HEADLINE = ["accuracy", "nll", "ece", "brier"]
-EXTENDED = [
-    "corr_accuracy",
-    "corr_ece",
-    "ood_maxprob_auroc",
-    "ood_entropy_auroc",
-    "ood_mi_auroc",
-    "aurc",
-    "eaurc",
-    "disagreement",
-    "pairwise_kl",
-]
 
 
 def run_default(
@@ -108,10 +95,15 @@ def run_default(
         },
     )
     print()
-    print(format_table(records, metrics=HEADLINE))
+    print(format_table(records, metrics=list(CLEAN_METRICS)))
     if evaluate:
         print()
-        print(format_table(records, metrics=[k for k in EXTENDED if k in records[0]["metrics"]]))
+        print(
+            format_table(
+                records,
+                metrics=[k for k in HEADLINE_METRICS[len(CLEAN_METRICS) :] if k in records[0]["metrics"]],
+            )
+        )
     print(
         f"\nwrote {out / 'results.json'} and {', '.join(p.name for p in figures)} "
         f"in {time.perf_counter() - start:.0f}s"

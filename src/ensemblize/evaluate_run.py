@@ -9,7 +9,7 @@ from pathlib import Path
 from .checkpoint import checkpoint_paths
 from .data.images import load_digits
 from .data.ood import held_out_classes, parse_ood_names
-from .evaluation import EvalSpec, evaluate_classifier
+from .evaluation import HEADLINE_METRICS, EvalSpec, evaluate_classifier
 from .models.ensembles import count_parameters
 from .report.figures import evaluation_figures
 from .report.results import Record, format_table, load_results, write_results
@@ -80,19 +80,7 @@ def evaluate_run(
     print(
         format_table(
             records,
-            metrics=[
-                "accuracy",
-                "nll",
-                "ece",
-                "brier",
-                "corr_accuracy",
-                "corr_ece",
-                "ood_maxprob_auroc",
-                "ood_mi_auroc",
-                "aurc",
-                "eaurc",
-                "disagreement",
-            ],
+            metrics=list(HEADLINE_METRICS),
         )
     )
     print(

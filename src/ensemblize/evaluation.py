@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,9 +36,18 @@ from .data.corruptions import CORRUPTIONS, corrupt
 from .data.images import ImageSplits
 from .data.ood import NAMES as OOD_NAMES
 from .data.ood import ood_sets
+from .report.results import CLEAN_METRICS, HEADLINE_METRICS
 from .training import predict
 
-__all__ = ["EvalSpec", "Evaluation", "evaluate_classifier", "evaluate_probs", "SCORES"]
+__all__ = [
+    "EvalSpec",
+    "Evaluation",
+    "evaluate_classifier",
+    "evaluate_probs",
+    "SCORES",
+    "CLEAN_METRICS",
+    "HEADLINE_METRICS",
+]
 
 SCORES = ("maxprob", "entropy", "mi")
 
@@ -187,20 +196,3 @@ def evaluate_classifier(
             metrics[f"ood_{score}_auroc"] = float(np.mean(vals))
     metrics = {k: (float(v) if v is not None else math.nan) for k, v in metrics.items()}
     return Evaluation(metrics=metrics, details=details, seconds=time.perf_counter() - start)
-
-
-def summary_columns(evaluated: Sequence[str]) -> list[str]:
-    """The headline metric columns present in ``evaluated`` (for tables)."""
-    wanted = [
-        "accuracy",
-        "nll",
-        "ece",
-        "brier",
-        "corr_accuracy",
-        "corr_ece",
-        "ood_maxprob_auroc",
-        "ood_mi_auroc",
-        "aurc",
-        "disagreement",
-    ]
-    return [w for w in wanted if w in evaluated]

@@ -33,6 +33,8 @@ from typing import Any
 
 import typer
 
+from ..report.results import HEADLINE_METRICS
+
 __all__ = [
     "COMMANDS",
     "REDUCED_CORRUPTIONS",
@@ -54,20 +56,7 @@ __all__ = [
 REDUCED_CORRUPTIONS = ("gaussian_noise", "gaussian_blur", "contrast", "pixelate", "elastic_transform")
 
 #: Metrics printed by every command (all metrics are in results.json).
-HEADLINE = [
-    "accuracy",
-    "nll",
-    "ece",
-    "brier",
-    "corr_accuracy",
-    "corr_ece",
-    "ood_maxprob_auroc",
-    "ood_mi_auroc",
-    "aurc",
-    "disagreement",
-    "pairwise_kl",
-    "mutual_information",
-]
+HEADLINE = list(HEADLINE_METRICS)
 
 
 # --- small helpers (pure, unit-tested) ------------------------------------------------------------

@@ -19,7 +19,30 @@ import numpy as np
 
 from ..checkpoint import atomic_write_json
 
-__all__ = ["Record", "write_results", "load_results", "summarize", "format_table"]
+__all__ = [
+    "Record",
+    "write_results",
+    "load_results",
+    "summarize",
+    "format_table",
+    "CLEAN_METRICS",
+    "HEADLINE_METRICS",
+]
+
+#: The metrics every image command prints (every metric is in results.json): clean, then the rest.
+CLEAN_METRICS = ("accuracy", "nll", "ece", "brier")
+HEADLINE_METRICS = (
+    *CLEAN_METRICS,
+    "corr_accuracy",
+    "corr_ece",
+    "ood_maxprob_auroc",
+    "ood_mi_auroc",
+    "aurc",
+    "eaurc",
+    "disagreement",
+    "pairwise_kl",
+    "mutual_information",
+)
 
 REQUIRED = ("method", "dataset", "seed", "members", "params", "train_seconds", "metrics")
 
