@@ -173,3 +173,21 @@ def test_every_public_name_is_exported_and_documented():
     for name in ez.metrics.__all__:
         obj = getattr(ez.metrics, name)
         assert obj.__doc__ and obj.__doc__.strip(), name
+
+
+def test_merge_equals_one_metric_fed_every_batch(data):
+    rng, logits, probs, y = data
+    half = len(y) // 2
+    for make, args in (
+        (lambda: M.NLL(from_logits=True), (logits, y)),
+        (M.Accuracy, (probs, y)),
+        (lambda: M.ECE(n_bins=7), (probs, y)),
+        (M.AURC, (probs.mean(axis=1).max(axis=1), (probs.mean(axis=1).argmax(axis=1) != y).astype(float))),
+    ):
+        whole, a, b = make(), make(), make()
+        whole.update(*args)
+        a.update(*(x[:half] for x in args))
+        b.update(*(x[half:] for x in args))
+        assert a.merge(b).compute() == pytest.approx(whole.compute(), rel=1e-12)
+    with pytest.raises(ValueError, match="cannot merge"):
+        M.ECE(n_bins=7).merge(M.ECE(n_bins=5))

@@ -52,6 +52,26 @@ class Metric:
         """The metric over every batch since the last ``reset``."""
         raise NotImplementedError
 
+    def merge(self, other: Metric) -> Metric:
+        """Fold ``other``'s accumulated batches into this metric (e.g. a shard from another process).
+
+        The state of every streaming metric is running sums or lists of stored batches, so merging is
+        exact: ``a.merge(b).compute()`` equals one metric fed ``a``'s and ``b``'s batches. Returns self.
+        """
+        if type(other) is not type(self) or other._kwargs != self._kwargs:
+            raise ValueError(f"cannot merge {other!r} into {self!r}: different metric or options")
+        for name, value in vars(other).items():
+            if name == "_kwargs":
+                continue
+            mine = getattr(self, name)
+            if isinstance(value, list):
+                mine.extend(value)
+            elif isinstance(value, (int, float)):
+                setattr(self, name, mine + value)
+            else:  # pragma: no cover - a new metric with another kind of state must extend merge
+                raise TypeError(f"{type(self).__name__}.{name}: cannot merge state of type {type(value).__name__}")
+        return self
+
     def _empty(self) -> ValueError:
         return ValueError(f"{type(self).__name__}.compute() called before any update()")
 

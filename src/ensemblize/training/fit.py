@@ -250,8 +250,10 @@ def _evaluate(
     ctx: D.DistContext,
 ) -> dict[str, float]:
     """Validation on this rank's shard ``rank::world``, gathered so every sample counts exactly once."""
+    from ..metrics.streaming import NLL, Accuracy  # streaming twins of ensemblize.metrics (imported on use)
+
     idx_all = D.eval_shard(source.n, ctx)
-    nll, correct = [torch.zeros(0, dtype=torch.float64)], [torch.zeros(0, dtype=torch.bool)]
+    nll, accuracy = NLL(from_logits=True), Accuracy()
     loss_sum = 0.0
     was = module.training
     module.eval()
@@ -264,19 +266,23 @@ def _evaluate(
                 out = module(x)
                 loss_sum += float(_check_scalar(loss(out, y), name="loss_fn")) * idx.numel()
                 if classify:
-                    logp = _log_mean_prob(out)
-                    nll.append(-logp.gather(1, y[:, None]).squeeze(1).cpu())
-                    correct.append((logp.argmax(dim=1) == y).cpu())
+                    logits = _as_members(out).detach().double().cpu()
+                    nll.update(logits, y.cpu())
+                    accuracy.update(torch.softmax(logits, dim=-1), y.cpu())
     finally:
         module.train(was)
-    parts = D.gather((idx_all, torch.cat(nll), torch.cat(correct), loss_sum), ctx)
+    parts = D.gather((idx_all, nll, accuracy, loss_sum), ctx)
     indices = torch.cat([p[0] for p in parts])
     D.check_coverage(indices, source.n)
     res = {"val_loss": sum(p[3] for p in parts) / source.n, "val_count": int(indices.numel())}
     if classify:
-        order = torch.argsort(indices)
-        res["val_nll"] = float(torch.cat([p[1] for p in parts])[order].mean())
-        res["val_accuracy"] = float(torch.cat([p[2] for p in parts])[order].double().mean())
+        merged_nll, merged_acc = NLL(from_logits=True), Accuracy()
+        for part in parts:  # shards merged in rank order: the same value on every rank
+            if part[0].numel():
+                merged_nll.merge(part[1])
+                merged_acc.merge(part[2])
+        res["val_nll"] = float(merged_nll.compute())
+        res["val_accuracy"] = float(merged_acc.compute())
     return res
 
 
