@@ -178,6 +178,12 @@ def sigma_ensemble(
         gate_init: initial gate logit ``γ₀`` (``σ(γ₀)`` is the initial gate; 0 → ½).
         seed: seed for the gate noise (``None``: torch's global generator).
 
+    Requirements on ``model``: it is batch-first (the leading axis of its first tensor argument is
+    the batch), and every norm layer sees that batch as *its* leading axis — true for CNNs, ViTs and
+    HuggingFace encoders, whose norms see ``(B, C, ...)`` or ``(B, T, D)``. A model that folds
+    another axis into the rows before a norm (e.g. ``bn(x.reshape(-1, C))`` on ``(B, T, C)`` tokens)
+    would interleave members wrongly; transpose such a norm's input instead.
+
     Returns:
         a :class:`SigmaEnsemble` mapping ``(B, ...)`` to ``(B, M, ...)``.
 
