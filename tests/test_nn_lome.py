@@ -127,11 +127,11 @@ def test_auto_form_follows_rule_and_matches(cls):
 
 
 def test_auto_rule_values():
-    # multiplicative: factored iff B < 1 + sqrt(in·out)/(2r); additive: iff B·(in+out) < in·out
+    # multiplicative: factored iff B < 1 + sqrt(in·out)/(2r); additive: iff B·(in+out) < 2·in·out
     mul = LoMELinear(512, 512, 2, 4, 0.1)
     assert mul.resolved_form(64) == "factored" and mul.resolved_form(65) == "materialized"
     add = AdditiveLowRankLinear(512, 512, 2, 4, 0.1)
-    assert add.resolved_form(255) == "factored" and add.resolved_form(256) == "materialized"
+    assert add.resolved_form(511) == "factored" and add.resolved_form(512) == "materialized"
     fixed = LoMELinear(512, 512, 2, 4, 0.1, form="materialized")
     assert fixed.resolved_form(1) == "materialized"
 
