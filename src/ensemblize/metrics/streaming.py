@@ -69,7 +69,9 @@ class Metric:
             elif isinstance(value, (int, float)):
                 setattr(self, name, mine + value)
             else:  # pragma: no cover - a new metric with another kind of state must extend merge
-                raise TypeError(f"{type(self).__name__}.{name}: cannot merge state of type {type(value).__name__}")
+                raise TypeError(
+                    f"{type(self).__name__}.{name}: cannot merge state of type {type(value).__name__}"
+                )
         return self
 
     def _empty(self) -> ValueError:
