@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 import torch
@@ -46,6 +46,18 @@ def check_labels(labels: np.ndarray | torch.Tensor, num_classes: int, *, name: s
     if lo < 0 or hi >= num_classes:
         bad = lo if lo < 0 else hi
         raise ValueError(f"{name} has value {bad} outside [0, {num_classes})")
+
+
+def check_int(value: object, *, name: str, minimum: int = 1) -> int:
+    """Return ``value`` as int if it is an integer (NumPy integers included, bool excluded) ≥ ``minimum``.
+
+    Raises TypeError for a non-integer and ValueError below ``minimum``, naming ``name`` and the value.
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return int(value)
 
 
 def check_positive(value: object, *, name: str, allow_zero: bool = False) -> float:

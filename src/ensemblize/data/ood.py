@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .._checks import check_int
 from .images import ImageSplits, load_digits
 
 __all__ = [
@@ -39,12 +40,6 @@ __all__ = [
 
 NAMES: tuple[str, ...] = ("gaussian", "uniform", "shuffled", "photos")
 """Far-OOD set names accepted by :func:`ood_sets` (and ``--ood`` on the command line)."""
-
-
-def _check_int(value: object, *, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _check_shape(shape: object) -> tuple[int, int, int]:
@@ -117,7 +112,7 @@ def gaussian_noise_images(
     n: int, *, shape: Sequence[int], seed: int = 0, mean: float = 0.5, std: float = 1.0
 ) -> np.ndarray:
     """``(n, C, H, W)`` i.i.d. ``N(mean, std²)`` pixels clipped to [0, 1] (Outlier Exposure's "Gaussian")."""
-    n = _check_int(n, name="n", minimum=1)
+    n = check_int(n, name="n", minimum=1)
     shape = _check_shape(shape)
     if not std > 0:
         raise ValueError(f"std must be > 0, got {std!r}")
@@ -127,7 +122,7 @@ def gaussian_noise_images(
 
 def uniform_noise_images(n: int, *, shape: Sequence[int], seed: int = 0) -> np.ndarray:
     """``(n, C, H, W)`` i.i.d. ``U[0, 1]`` pixels."""
-    n = _check_int(n, name="n", minimum=1)
+    n = check_int(n, name="n", minimum=1)
     shape = _check_shape(shape)
     return np.random.default_rng(seed).random((n, *shape), dtype=np.float64).astype(np.float32)
 
@@ -167,7 +162,7 @@ def photo_crops(
     from PIL import Image
     from sklearn.datasets import load_sample_images
 
-    n = _check_int(n, name="n", minimum=1)
+    n = check_int(n, name="n", minimum=1)
     c, h, w = _check_shape(shape)
     if not 0 < min_crop <= max_crop <= 1:
         raise ValueError(f"need 0 < min_crop <= max_crop <= 1, got {min_crop!r}, {max_crop!r}")
@@ -220,7 +215,7 @@ def ood_sets(
     the test set). Each set uses its own seed offset, so adding a kind never changes the others.
     """
     names = parse_ood_names(kinds)
-    n = len(splits.x_test) if n is None else _check_int(n, name="n", minimum=1)
+    n = len(splits.x_test) if n is None else check_int(n, name="n", minimum=1)
     shape = tuple(int(s) for s in splits.x_test.shape[1:])
     out: dict[str, Tensor] = {}
     for name in names:

@@ -139,11 +139,12 @@ class PackedLayers(Layers):
     """
 
     def __init__(self, *, members: int, alpha: float = 2.0, gamma: int = 1) -> None:
-        from ensemblize.nn.packed import _check_alpha, _check_int
+        from ensemblize._checks import check_int
+        from ensemblize.nn.packed import _check_alpha
 
         self.members = check_members(members)
         self.alpha = _check_alpha(alpha)
-        self.gamma = _check_int(gamma, name="gamma")
+        self.gamma = check_int(gamma, name="gamma")
 
     def conv(self, in_channels, out_channels, kernel_size, *, stride=1, padding=0, first=False, bias=False):
         from ensemblize.nn.packed import PackedConv2d

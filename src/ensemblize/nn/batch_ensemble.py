@@ -29,8 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._checks import check_int
 from ..members import check_members
-from .lome import _check_ensemble_input, _check_int, _init_member_bias_, _init_rsqrt_uniform_
+from .lome import _check_ensemble_input, _init_member_bias_, _init_rsqrt_uniform_
 
 __all__ = ["BatchEnsembleLinear", "BatchEnsembleConv2d"]
 
@@ -124,8 +125,8 @@ class BatchEnsembleLinear(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.in_features = _check_int(in_features, name="in_features", minimum=1)
-        self.out_features = _check_int(out_features, name="out_features", minimum=1)
+        self.in_features = check_int(in_features, name="in_features", minimum=1)
+        self.out_features = check_int(out_features, name="out_features", minimum=1)
         self.members = check_members(members)
         _check_init(init, first_layer)
         self.init = init
@@ -168,7 +169,7 @@ def _pair(value: object, name: str, minimum: int) -> tuple[int, int]:
     if len(items) != 2:
         raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
     for v in items:
-        _check_int(v, name=name, minimum=minimum)
+        check_int(v, name=name, minimum=minimum)
     return items  # type: ignore[return-value]
 
 
@@ -213,8 +214,8 @@ class BatchEnsembleConv2d(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.in_channels = _check_int(in_channels, name="in_channels", minimum=1)
-        self.out_channels = _check_int(out_channels, name="out_channels", minimum=1)
+        self.in_channels = check_int(in_channels, name="in_channels", minimum=1)
+        self.out_channels = check_int(out_channels, name="out_channels", minimum=1)
         self.kernel_size = _pair(kernel_size, "kernel_size", 1)
         self.members = check_members(members)
         self.stride = _pair(stride, "stride", 1)

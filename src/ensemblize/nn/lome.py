@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_positive
+from .._checks import check_int, check_positive
 from ..members import check_members
 
 __all__ = ["LoMELinear", "AdditiveLowRankLinear", "EnsembleLinear"]
@@ -37,15 +37,6 @@ _FORMS = ("auto", "materialized", "factored")
 # ----------------------------------------------------------------------------------------------
 # helpers shared with ensemblize.nn.batch_ensemble
 # ----------------------------------------------------------------------------------------------
-def _check_int(value: object, *, name: str, minimum: int) -> int:
-    """Return ``value`` if it is an int ≥ ``minimum``, else raise naming it."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r} ({type(value).__name__})")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
 def _check_ensemble_input(x: object, members: int, in_features: int, layer: str) -> Tensor:
     """Raise unless ``x`` is a ``(B, K, in)`` tensor with the layer's K and ``in``."""
     if not isinstance(x, Tensor):
@@ -109,10 +100,10 @@ class _LowRankEnsembleLinear(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.in_features = _check_int(in_features, name="in_features", minimum=1)
-        self.out_features = _check_int(out_features, name="out_features", minimum=1)
+        self.in_features = check_int(in_features, name="in_features", minimum=1)
+        self.out_features = check_int(out_features, name="out_features", minimum=1)
         self.members = check_members(members)
-        self.rank = _check_int(rank, name="rank", minimum=1)
+        self.rank = check_int(rank, name="rank", minimum=1)
         self.init_scale = check_positive(init_scale, name="init_scale", allow_zero=True)
         if form not in _FORMS:
             raise ValueError(f"form must be one of {_FORMS}, got {form!r}")
@@ -297,8 +288,8 @@ class EnsembleLinear(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.in_features = _check_int(in_features, name="in_features", minimum=1)
-        self.out_features = _check_int(out_features, name="out_features", minimum=1)
+        self.in_features = check_int(in_features, name="in_features", minimum=1)
+        self.out_features = check_int(out_features, name="out_features", minimum=1)
         self.members = check_members(members)
         kw = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.empty(members, in_features, out_features, **kw))

@@ -36,17 +36,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ensemblize._checks import check_int
 from ensemblize.members import check_members
 
 __all__ = ["PackedConv2d", "PackedLinear", "packed_widths"]
-
-
-def _check_int(value: object, *, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r} ({type(value).__name__})")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
 
 
 def _check_alpha(alpha: object) -> float:
@@ -100,11 +93,11 @@ def packed_widths(
     both widths; the message lists the ``gamma`` values that work for this ``alpha`` and the ``alpha``
     values (multiples of 1/4 up to 8) that work for this ``gamma``.
     """
-    _check_int(in_channels, name="in_channels")
-    _check_int(out_channels, name="out_channels")
+    check_int(in_channels, name="in_channels")
+    check_int(out_channels, name="out_channels")
     check_members(members)
     a = _check_alpha(alpha)
-    _check_int(gamma, name="gamma")
+    check_int(gamma, name="gamma")
     c_in, c_out, groups, problem = _widths(in_channels, out_channels, members, a, gamma, first, last)
     if problem is None:
         return c_in, c_out, groups

@@ -7,6 +7,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from ensemblize._checks import check_int
+
 __all__ = ["SelectiveNet", "SelectiveOutput"]
 
 
@@ -22,14 +24,6 @@ class SelectiveOutput(NamedTuple):
     logits: Tensor
     selection: Tensor
     aux_logits: Tensor
-
-
-def _check_int(value: object, *, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r} ({type(value).__name__})")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
 
 
 class SelectiveNet(nn.Module):
@@ -67,9 +61,9 @@ class SelectiveNet(nn.Module):
         super().__init__()
         if not isinstance(features, nn.Module):
             raise TypeError(f"features must be an nn.Module, got {type(features).__name__}")
-        self.feature_dim = _check_int(feature_dim, name="feature_dim", minimum=1)
-        self.num_classes = _check_int(num_classes, name="num_classes", minimum=2)
-        self.hidden = _check_int(hidden, name="hidden", minimum=1)
+        self.feature_dim = check_int(feature_dim, name="feature_dim", minimum=1)
+        self.num_classes = check_int(num_classes, name="num_classes", minimum=2)
+        self.hidden = check_int(hidden, name="hidden", minimum=1)
         self.features = features
         self.predictor = nn.Linear(feature_dim, num_classes)
         self.selector = nn.Sequential(

@@ -38,20 +38,13 @@ import rtdl_num_embeddings as rtdl
 import torch
 from torch import Tensor, nn
 
+from ensemblize._checks import check_int
 from ensemblize.members import check_members, expand
 
 __all__ = ["LAYERS", "EMBEDDINGS", "LoMETabModel"]
 
 LAYERS = ("lome", "additive", "batchensemble", "plain", "independent")
 EMBEDDINGS = ("piecewise", "linear", "none")
-
-
-def _check_int(value: object, *, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
-    return value
 
 
 class LoMETabModel(nn.Module):
@@ -94,11 +87,11 @@ class LoMETabModel(nn.Module):
     ) -> None:
         super().__init__()
         self.members = check_members(members)
-        self.n_num = _check_int(n_num, name="n_num", minimum=0)
+        self.n_num = check_int(n_num, name="n_num", minimum=0)
         self.cat_cardinalities = [
-            _check_int(c, name="cat_cardinalities[i]", minimum=1) for c in cat_cardinalities
+            check_int(c, name="cat_cardinalities[i]", minimum=1) for c in cat_cardinalities
         ]
-        self.n_out = _check_int(n_out, name="n_out", minimum=1)
+        self.n_out = check_int(n_out, name="n_out", minimum=1)
         self.regression = bool(regression)
         if self.regression and n_out != 1:
             raise ValueError(f"regression models have n_out=1, got n_out={n_out}")
@@ -106,9 +99,9 @@ class LoMETabModel(nn.Module):
             raise ValueError(f"layer must be one of {LAYERS}, got {layer!r}")
         if embedding not in EMBEDDINGS:
             raise ValueError(f"embedding must be one of {EMBEDDINGS}, got {embedding!r}")
-        _check_int(n_blocks, name="n_blocks", minimum=1)
-        _check_int(d_block, name="d_block", minimum=1)
-        _check_int(d_embedding, name="d_embedding", minimum=1)
+        check_int(n_blocks, name="n_blocks", minimum=1)
+        check_int(d_block, name="d_block", minimum=1)
+        check_int(d_embedding, name="d_embedding", minimum=1)
         if not 0.0 <= float(dropout) < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
         self.layer = layer
