@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import Dataset, TensorDataset, default_collate
 
-from .._checks import check_finite, check_labels, check_positive
+from .._checks import check_finite, check_int, check_labels, check_positive
 from ..checkpoint import load_state_strict
 from . import distributed as D
 from . import state as S
@@ -212,14 +212,6 @@ def _is_classification(out: object, y: Tensor | None) -> bool:
 # ------------------------------------------------------------------------------------------ helpers
 
 
-def _check_int(value: object, *, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
 def _check_scalar(value: object, *, name: str) -> Tensor:
     if not isinstance(value, Tensor) or value.numel() != 1:
         what = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
@@ -352,8 +344,8 @@ def fit(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    epochs = _check_int(epochs, name="epochs", minimum=1)
-    batch_size = _check_int(batch_size, name="batch_size", minimum=1)
+    epochs = check_int(epochs, name="epochs", minimum=1)
+    batch_size = check_int(batch_size, name="batch_size", minimum=1)
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; expected one of {OPTIMIZERS}")
     if schedule not in SCHEDULES:
@@ -365,10 +357,10 @@ def fit(
         raise ValueError(f"momentum must lie in [0, 1), got {momentum!r}")
     gamma = check_positive(gamma, name="gamma")
     step_size = (
-        max(1, epochs // 3) if step_size is None else _check_int(step_size, name="step_size", minimum=1)
+        max(1, epochs // 3) if step_size is None else check_int(step_size, name="step_size", minimum=1)
     )
     if early_stopping_patience is not None:
-        early_stopping_patience = _check_int(
+        early_stopping_patience = check_int(
             early_stopping_patience, name="early_stopping_patience", minimum=1
         )
         if val is None:
@@ -698,7 +690,7 @@ def _save(folder, module, opt, epoch, history, config, best_state, best_epoch, b
 def _member_probs_on(
     model: nn.Module, X: object, *, batch_size: int, device: str | torch.device, ctx: D.DistContext
 ) -> tuple[Tensor, Tensor]:
-    batch_size = _check_int(batch_size, name="batch_size", minimum=1)
+    batch_size = check_int(batch_size, name="batch_size", minimum=1)
     module = model.module if hasattr(model, "module") and isinstance(model.module, nn.Module) else model
     device = torch.device(device)
     module.to(device)
