@@ -16,14 +16,6 @@ from ensemblize.experiments import selective as exp
 from ensemblize.selective import SelectiveNet
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _threshold_reference(val, c):
     """k-th largest validation confidence, k = ceil(c·n) (written out with a sort)."""
     s = sorted(val, reverse=True)

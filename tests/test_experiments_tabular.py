@@ -7,12 +7,9 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from ensemblize.data.tabular import evaluate_predictions, load_table, prepare
 from ensemblize.experiments import tabular as T
-
-torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,6 @@ from ensemblize.diversity import softmax_temperature_loss
 from ensemblize.tabular.sigma_mlp import NormalizedTabMLP, build_sigma_tab_mlp, sigma_regularizer
 from ensemblize.tabular.train import train_model
 
-torch.set_num_threads(1)
-
 ARCH = {"n_num": 3, "cat_cardinalities": [2], "n_blocks": 2, "d_block": 8, "dropout": 0.0,
         "embedding": "linear", "d_embedding": 4}  # fmt: skip
 

@@ -20,15 +20,6 @@ TINY = {
 INPUTS = [(1, 8), (3, 32)]  # (channels, side): digits, CIFAR
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # the machine is shared: intra-op threads under contention make tiny models 50x slower
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.mark.parametrize("name", MODEL_NAMES)
 @pytest.mark.parametrize(("channels", "side"), INPUTS)
 def test_eval_output_does_not_depend_on_batch_composition(name, channels, side):

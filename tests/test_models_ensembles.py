@@ -17,15 +17,6 @@ from ensemblize.models.resnet import resnet_small
 from ensemblize.models.wide_resnet import WideResNet
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # the machine is shared: intra-op threads under contention make tiny models much slower
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _randomise_bn_(model: nn.Module) -> None:
     """Give every batch norm non-trivial affine parameters and running statistics."""
     with torch.no_grad():

@@ -27,15 +27,6 @@ VALID = st.sampled_from(
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # the machine is shared: intra-op threads under contention make tiny layers much slower
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _explicit_linear(layer: PackedLinear) -> list[nn.Linear]:
     g, ci, co = layer.groups, layer.in_features // layer.groups, layer.out_features // layer.groups
     out = []

@@ -9,15 +9,6 @@ from torch import nn
 from ensemblize.selective import DeepGamblersLoss, SelectiveNet, SelectiveNetLoss, SelectiveOutput, SyncLoss
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: intra-op threads only add contention on the shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _output(b=5, c=3):
     torch.manual_seed(0)
     return SelectiveOutput(torch.randn(b, c), torch.rand(b), torch.randn(b, c))

@@ -11,15 +11,6 @@ from torch import nn
 from ensemblize.selective import SelectiveNet, SelectiveNetLoss, SyncLoss, predict_selective
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: intra-op threads only add contention on the shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _moons(n, seed, flip):
     x, y = make_moons(n_samples=n, noise=0.3, random_state=seed)
     rng = np.random.default_rng(seed)

@@ -17,15 +17,6 @@ from ensemblize.selective import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: intra-op threads only add contention on the shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _top_k_risk(conf, losses, k):
     order = sorted(range(len(conf)), key=lambda i: -conf[i])
     return sum(losses[i] for i in order[:k]) / k

@@ -9,16 +9,6 @@ import torch
 
 from ensemblize.selective import DeepGamblersLoss, SelectiveNetLoss, SelectiveOutput, SyncLoss
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: intra-op threads only add contention on the shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 B, C = 11, 4
 
 

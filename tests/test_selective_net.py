@@ -9,15 +9,6 @@ from torch import nn
 from ensemblize.selective import SelectiveNet, SelectiveOutput
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: intra-op threads only add contention on the shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _net(in_dim=3, d=6, c=4, hidden=5, seed=0):
     torch.manual_seed(seed)
     return SelectiveNet(nn.Sequential(nn.Linear(in_dim, d), nn.Tanh()), d, c, hidden=hidden)

@@ -20,15 +20,6 @@ from ensemblize.selective import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: intra-op threads only add contention on the shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _probs(seed=0, n=20, c=5):
     gen = torch.Generator().manual_seed(seed)
     p = torch.softmax(torch.randn(n, c, generator=gen, dtype=torch.float64) * 2, -1)

@@ -7,13 +7,10 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from sklearn.base import clone
 from sklearn.utils import estimator_checks as E
 
 from ensemblize.tabular import LoMETabClassifier, LoMETabRegressor
-
-torch.set_num_threads(1)
 
 SMALL = dict(
     members=4, n_blocks=2, d_block=32, d_embedding=4, n_bins=8, max_epochs=25, patience=6, random_state=0

@@ -13,8 +13,6 @@ from torch import nn
 from ensemblize.tabular.model import LoMETabModel
 from ensemblize.tabular.train import batch_order, member_loss, predict_members, train_model
 
-torch.set_num_threads(1)
-
 
 def _data(n=64, n_num=3, cards=(2, 3), seed=0):
     g = torch.Generator().manual_seed(seed)

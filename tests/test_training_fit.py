@@ -22,8 +22,6 @@ from ensemblize.training import FitResult, fit, member_cross_entropy, predict, s
 from ensemblize.training import state as S
 from ensemblize.training.fit import _lr_factor
 
-torch.set_num_threads(1)
-
 
 def _data(n_train: int = 64, n_val: int = 32, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
