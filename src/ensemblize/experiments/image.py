@@ -33,7 +33,7 @@ from typing import Any
 
 import typer
 
-from ..report.results import HEADLINE_METRICS
+from ..evaluation.names import HEADLINE_METRICS
 
 __all__ = [
     "COMMANDS",

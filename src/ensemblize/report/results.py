@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..checkpoint import atomic_write_json
+from ..evaluation.names import CLEAN_METRICS, HEADLINE_METRICS  # re-exported: the lists live in evaluation
 
 __all__ = [
     "Record",
@@ -29,20 +30,6 @@ __all__ = [
     "HEADLINE_METRICS",
 ]
 
-#: The metrics every image command prints (every metric is in results.json): clean, then the rest.
-CLEAN_METRICS = ("accuracy", "nll", "ece", "brier")
-HEADLINE_METRICS = (
-    *CLEAN_METRICS,
-    "corr_accuracy",
-    "corr_ece",
-    "ood_maxprob_auroc",
-    "ood_mi_auroc",
-    "aurc",
-    "eaurc",
-    "disagreement",
-    "pairwise_kl",
-    "mutual_information",
-)
 
 REQUIRED = ("method", "dataset", "seed", "members", "params", "train_seconds", "metrics")
 

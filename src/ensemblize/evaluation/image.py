@@ -31,13 +31,13 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from . import metrics as M
-from .data.corruptions import CORRUPTIONS, corrupt
-from .data.images import ImageSplits
-from .data.ood import NAMES as OOD_NAMES
-from .data.ood import ood_sets
-from .report.results import CLEAN_METRICS, HEADLINE_METRICS
-from .training import predict
+from .. import metrics as M
+from ..data.corruptions import CORRUPTIONS, corrupt
+from ..data.images import ImageSplits
+from ..data.ood import NAMES as OOD_NAMES
+from ..data.ood import ood_sets
+from ..training import predict
+from .names import CLEAN_METRICS, HEADLINE_METRICS, SCORES
 
 __all__ = [
     "EvalSpec",
@@ -48,8 +48,6 @@ __all__ = [
     "CLEAN_METRICS",
     "HEADLINE_METRICS",
 ]
-
-SCORES = ("maxprob", "entropy", "mi")
 
 
 @dataclass(frozen=True)
