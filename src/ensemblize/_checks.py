@@ -80,3 +80,38 @@ def check_fraction(value: object, *, name: str, low_open: bool = True) -> float:
     if not ok:
         raise ValueError(f"{name} must lie in {'(0, 1]' if low_open else '[0, 1]'}, got {value!r}")
     return v
+
+
+def check_open_unit(value: object, *, name: str) -> float:
+    """Return ``value`` as float if it is a real number strictly inside (0, 1), else raise naming it.
+
+    TypeError for a non-real (bool included), ValueError for NaN or a value outside (0, 1).
+    """
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number in (0, 1), got {value!r} ({type(value).__name__})")
+    v = float(value)
+    if not 0 < v < 1:  # False for NaN too
+        raise ValueError(f"{name} must lie strictly inside (0, 1), got {value!r}")
+    return v
+
+
+def check_size(value: object, *, name: str, maximum: int, minimum: int = 1) -> int:
+    """Return ``value`` as int if it is an integer in ``[minimum, maximum]`` (a size read from a file or
+    passed by a user, bounded *before* anything is allocated), else raise naming it and the bounds.
+    """
+    v = check_int(value, name=name, minimum=minimum)
+    if v > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {v}")
+    return v
+
+
+def check_finite_real(value: object, *, name: str, bound: float | None = None) -> float:
+    """Return ``value`` as float if it is a finite real (and ``|value| <= bound`` when given), else raise."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if bound is not None and abs(v) > bound:
+        raise ValueError(f"{name} must lie in [-{bound:g}, {bound:g}], got {value!r}")
+    return v
