@@ -1,0 +1,251 @@
+"""A run's output folder: one writer at a time, runs that cannot mix, a manifest written last.
+
+Every command that writes a run folder (``ensemblize run``, ``ensemblize experiment …``) opens it
+through :class:`RunFolder`::
+
+    with RunFolder(out, config=config, mode="new") as folder:   # or "resume" / "overwrite"
+        ...                                                      # write results, models, figures
+        folder.complete()                                        # manifest.json, written last
+
+Rules:
+
+* **One writer.** ``.lock`` in the folder is held with an exclusive ``fcntl.flock`` for the whole
+  run; a second process gets :class:`RunFolderBusy` naming the holder's pid. The operating system
+  drops the lock when the holder dies (``kill -9`` included), so a crash never leaves a stale lock.
+* **Runs cannot mix.** A folder that already holds files is refused in ``mode="new"``;
+  ``mode="resume"`` continues it only when the stored configuration (``run.json``) equals the new one
+  (the differences are named otherwise); ``mode="overwrite"`` empties it first. A path that is an
+  existing file is refused in every mode.
+* **Nothing half-done survives.** On entry, temporary files of interrupted atomic writes
+  (``.NAME.*.tmp``) and orphan checkpoint halves (``X.safetensors`` without ``X.json`` or the reverse)
+  are removed, anywhere below the folder. The manifest is removed on entry and rewritten by
+  :meth:`RunFolder.complete` with the configuration, every file's size and SHA-256 and
+  ``complete: true``; :func:`read_manifest` refuses a folder without a complete manifest or whose
+  files no longer match it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .checkpoint import atomic_write_json
+
+__all__ = [
+    "RunFolder",
+    "RunFolderBusy",
+    "RunFolderError",
+    "read_manifest",
+    "config_differences",
+    "MANIFEST",
+    "CONFIG",
+    "MODES",
+]
+
+MANIFEST = "manifest.json"
+CONFIG = "run.json"
+LOCK = ".lock"
+MODES = ("new", "resume", "overwrite")
+_TMP = re.compile(r"^\..+\.tmp$")
+
+
+class RunFolderError(ValueError):
+    """A run folder cannot be used as asked (exists, other configuration, incomplete)."""
+
+
+class RunFolderBusy(RuntimeError):
+    """Another live process holds the run folder's lock."""
+
+
+def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """``"key: stored X, now Y"`` for every key whose value differs (missing keys count as ``None``)."""
+    keys = sorted(set(old) | set(new))
+    return [f"{k}: stored {old.get(k)!r}, now {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _payload_files(root: Path) -> list[Path]:
+    """Every regular file below ``root`` except the lock and the manifest, sorted."""
+    skip = {root / LOCK, root / MANIFEST}
+    return sorted(p for p in root.rglob("*") if p.is_file() and p not in skip)
+
+
+def clean_interrupted(root: Path) -> list[Path]:
+    """Remove temporaries of interrupted atomic writes and orphan checkpoint halves; return them."""
+    removed: list[Path] = []
+    for path in _payload_files(root):
+        if _TMP.match(path.name):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    for path in _payload_files(root):
+        if path.suffix == ".safetensors" and not path.with_suffix(".json").exists():
+            path.unlink(missing_ok=True)  # tensors whose JSON half was never written or was removed
+            removed.append(path)
+        elif (
+            path.suffix == ".json"
+            and path.name.startswith("epoch_")
+            and not path.with_suffix(".safetensors").exists()
+        ):
+            path.unlink(missing_ok=True)  # a training checkpoint's JSON without its tensors
+            removed.append(path)
+    return removed
+
+
+def read_manifest(root: str | os.PathLike, *, verify: bool = True) -> dict[str, Any]:
+    """The manifest of a finished run; RunFolderError if it is missing, incomplete or does not match.
+
+    ``verify`` re-hashes every listed file and refuses files added or removed since it was written.
+    """
+    root = Path(root)
+    path = root / MANIFEST
+    if not path.is_file():
+        raise RunFolderError(f"{root} has no {MANIFEST}: the run did not finish (rerun it with --resume)")
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise RunFolderError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    if not isinstance(manifest, dict) or manifest.get("complete") is not True:
+        raise RunFolderError(f"{path} does not mark a complete run (key 'complete' is not true)")
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        raise RunFolderError(f"{path}: key 'files' must map relative paths to hashes")
+    if verify:
+        present = {p.relative_to(root).as_posix() for p in _payload_files(root)}
+        missing = sorted(set(files) - present)
+        extra = sorted(present - set(files))
+        if missing or extra:
+            raise RunFolderError(
+                f"{root} does not match its manifest: missing {missing or 'none'}, not listed {extra or 'none'}"
+            )
+        for rel, entry in files.items():
+            if _sha256(root / rel) != entry.get("sha256"):
+                raise RunFolderError(f"{root / rel} was changed after the run finished (SHA-256 differs)")
+    return manifest
+
+
+class RunFolder:
+    """Exclusive, configuration-checked access to a run folder (see the module docstring).
+
+    Args:
+        path: the folder (created if missing; its parents too).
+        config: the run's configuration, JSON-serialisable; stored as ``run.json`` on entry.
+        mode: ``"new"`` (refuse a non-empty folder), ``"resume"`` (continue the same configuration)
+            or ``"overwrite"`` (empty the folder first).
+    """
+
+    def __init__(self, path: str | os.PathLike, *, config: Mapping[str, Any], mode: str = "new") -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+        if not isinstance(config, Mapping):
+            raise TypeError(f"config must be a mapping, got {type(config).__name__}")
+        self.path = Path(path)
+        self.config = dict(config)
+        self.mode = mode
+        self.resumed = False
+        self._lock_fd: int | None = None
+
+    # -------------------------------------------------------------------------------- checks
+    def check(self) -> None:
+        """Everything that can be refused without touching the disk (used before any work starts)."""
+        if self.path.exists() and not self.path.is_dir():
+            raise RunFolderError(f"--out {self.path} is an existing file, not a folder")
+        if self.mode == "new" and self._occupied():
+            raise RunFolderError(
+                f"--out {self.path} already holds a run; pass --resume to continue it "
+                "or --overwrite to replace it"
+            )
+        if self.mode == "resume" and self._occupied():
+            self._check_same_config()
+
+    def _occupied(self) -> bool:
+        return self.path.is_dir() and any(p.name != LOCK for p in self.path.iterdir())
+
+    def _check_same_config(self) -> None:
+        stored_path = self.path / CONFIG
+        if not stored_path.is_file():
+            raise RunFolderError(f"cannot resume {self.path}: it has no {CONFIG} (not a run folder)")
+        try:
+            stored = json.loads(stored_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise RunFolderError(f"cannot resume: {stored_path} is not valid JSON ({exc.msg})") from exc
+        diff = config_differences(stored.get("config", {}), json.loads(json.dumps(self.config)))
+        if diff:
+            raise RunFolderError(
+                f"cannot resume {self.path}: it was run with another configuration ({'; '.join(diff)}); "
+                "pass --overwrite to replace it or choose another --out"
+            )
+
+    # --------------------------------------------------------------------------- lifecycle
+    def __enter__(self) -> RunFolder:
+        self.check()
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise RunFolderBusy(
+                f"another process (pid {holder}) is writing to {self.path}; wait for it or choose another --out"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+        try:
+            self.check()  # re-check under the lock: another writer may have finished meanwhile
+            self._prepare()
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def _prepare(self) -> None:
+        if self.mode == "overwrite":
+            for child in self.path.iterdir():
+                if child.name == LOCK:
+                    continue
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+        self.resumed = self.mode == "resume" and (self.path / CONFIG).is_file()
+        (self.path / MANIFEST).unlink(missing_ok=True)
+        clean_interrupted(self.path)
+        atomic_write_json(self.path / CONFIG, {"config": self.config})
+
+    def complete(self, **extra: Any) -> Path:
+        """Write ``manifest.json`` (configuration, every file's size and SHA-256, ``complete: true``)."""
+        if self._lock_fd is None:
+            raise RuntimeError("RunFolder.complete() called outside the `with` block")
+        files = {
+            p.relative_to(self.path).as_posix(): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+            for p in _payload_files(self.path)
+            if not _TMP.match(p.name)
+        }
+        manifest = {"config": self.config, "files": files, "complete": True, **extra}
+        return atomic_write_json(self.path / MANIFEST, manifest)
+
+    def _release(self) -> None:
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._release()

@@ -1,0 +1,141 @@
+"""RunFolder: one writer, runs that cannot mix, cleanup of interrupted writes, manifest written last."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ensemblize.run_folder import (
+    MANIFEST,
+    RunFolder,
+    RunFolderBusy,
+    RunFolderError,
+    config_differences,
+    read_manifest,
+)
+
+CFG = {"command": "run", "seed": 0, "epochs": 3}
+
+
+def test_new_folder_writes_config_and_manifest(tmp_path):
+    out = tmp_path / "run"
+    with RunFolder(out, config=CFG) as folder:
+        (out / "results.json").write_text("[]")
+        folder.complete()
+    manifest = read_manifest(out)
+    assert manifest["complete"] is True and manifest["config"] == CFG
+    assert set(manifest["files"]) == {"results.json", "run.json"}
+    assert json.loads((out / "run.json").read_text()) == {"config": CFG}
+
+
+def test_non_empty_folder_refused_without_resume_or_overwrite(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "something").write_text("x")
+    with pytest.raises(RunFolderError, match="--resume.*--overwrite"):
+        RunFolder(out, config=CFG).check()
+
+
+def test_existing_file_refused_in_every_mode(tmp_path):
+    path = tmp_path / "file"
+    path.write_text("x")
+    for mode in ("new", "resume", "overwrite"):
+        with pytest.raises(RunFolderError, match="existing file"):
+            RunFolder(path, config=CFG, mode=mode).check()
+
+
+def test_resume_needs_same_config_and_names_differences(tmp_path):
+    out = tmp_path / "run"
+    with RunFolder(out, config=CFG):
+        pass
+    with RunFolder(out, config=CFG, mode="resume") as folder:
+        assert folder.resumed
+    other = {**CFG, "epochs": 5, "tau": 1.0}
+    with pytest.raises(RunFolderError, match=r"epochs: stored 3, now 5.*tau: stored None, now 1.0"):
+        RunFolder(out, config=other, mode="resume").check()
+
+
+def test_overwrite_empties_folder(tmp_path):
+    out = tmp_path / "run"
+    with RunFolder(out, config=CFG):
+        (out / "models").mkdir()
+        (out / "models" / "a.json").write_text("{}")
+    with RunFolder(out, config={**CFG, "seed": 1}, mode="overwrite"):
+        assert not (out / "models").exists()
+    assert json.loads((out / "run.json").read_text())["config"]["seed"] == 1
+
+
+def test_second_writer_is_refused(tmp_path):
+    out = tmp_path / "run"
+    with RunFolder(out, config=CFG):
+        with pytest.raises(RunFolderBusy, match="another process"):
+            RunFolder(out, config=CFG, mode="resume").__enter__()
+    with RunFolder(out, config=CFG, mode="resume"):  # released on exit
+        pass
+
+
+def test_lock_of_a_killed_process_is_released(tmp_path):
+    out = tmp_path / "run"
+    code = textwrap.dedent(
+        f"""
+        import os
+        from ensemblize.run_folder import RunFolder
+        f = RunFolder({str(out)!r}, config={CFG!r}).__enter__()
+        os._exit(0)  # dies holding the lock, without __exit__
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    with RunFolder(out, config=CFG, mode="resume"):
+        pass
+
+
+def test_interrupted_writes_and_orphans_are_cleaned(tmp_path):
+    out = tmp_path / "run"
+    with RunFolder(out, config=CFG):
+        ckpt = out / "models" / "single"
+        ckpt.mkdir(parents=True)
+        (ckpt / ".results.json.abc123.tmp").write_text("partial")
+        (ckpt / "epoch_0003.safetensors").write_bytes(b"x")  # its JSON was removed
+        (ckpt / "epoch_0002.json").write_text("{}")  # its tensors were removed
+        (ckpt / "epoch_0001.safetensors").write_bytes(b"x")
+        (ckpt / "epoch_0001.json").write_text("{}")
+    with RunFolder(out, config=CFG, mode="resume"):
+        left = sorted(p.name for p in (out / "models" / "single").iterdir())
+    assert left == ["epoch_0001.json", "epoch_0001.safetensors"]
+
+
+def test_manifest_detects_changes(tmp_path):
+    out = tmp_path / "run"
+    with RunFolder(out, config=CFG) as folder:
+        (out / "results.json").write_text("[1]")
+        folder.complete()
+    (out / "results.json").write_text("[2]")
+    with pytest.raises(RunFolderError, match="changed after the run finished"):
+        read_manifest(out)
+    (out / "results.json").write_text("[1]")
+    (out / "extra.json").write_text("{}")
+    with pytest.raises(RunFolderError, match=r"not listed \['extra.json'\]"):
+        read_manifest(out)
+
+
+def test_incomplete_run_has_no_manifest(tmp_path):
+    out = tmp_path / "run"
+    with RunFolder(out, config=CFG) as folder:
+        folder.complete()
+    with RunFolder(out, config=CFG, mode="resume"):  # a rerun that is killed before complete()
+        pass
+    assert not (out / MANIFEST).exists()
+    with pytest.raises(RunFolderError, match="did not finish"):
+        read_manifest(out)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        RunFolder("x", config=CFG, mode="append")
+    with pytest.raises(TypeError, match="config must be a mapping"):
+        RunFolder("x", config=[1])
+    assert config_differences({"a": 1}, {"a": 1}) == []
