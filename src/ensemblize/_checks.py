@@ -115,3 +115,12 @@ def check_finite_real(value: object, *, name: str, bound: float | None = None) -
     if bound is not None and abs(v) > bound:
         raise ValueError(f"{name} must lie in [-{bound:g}, {bound:g}], got {value!r}")
     return v
+
+
+def check_int_pair(value: object, *, name: str, minimum: int = 1) -> tuple[int, int]:
+    """An int or a pair of ints (``nn.Conv2d``'s ``kernel_size``/``stride``/``padding`` style), each
+    ``>= minimum`` (NumPy integers accepted), returned as a tuple of two Python ints."""
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if len(items) != 2:
+        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+    return (check_int(items[0], name=name, minimum=minimum), check_int(items[1], name=name, minimum=minimum))
