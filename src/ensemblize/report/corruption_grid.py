@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..checkpoint import atomic_write_bytes
 from ..data.corruptions import CORRUPTIONS, _as_batch, corrupt, parse_corruptions
 
 __all__ = ["plot_corruption_grid"]
@@ -39,10 +37,7 @@ def plot_corruption_grid(
     Returns:
         The path written.
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from .style import new_figure, save_figure, styled
 
     x, single = _as_batch(image)
     if not single:
@@ -55,7 +50,13 @@ def plot_corruption_grid(
         kinds = parse_corruptions(kinds)
     rows = [[x] + [corrupt(x, k, s, seed, reference_size=reference_size) for s in range(1, 6)] for k in kinds]
 
-    fig, axes = plt.subplots(len(kinds), 6, figsize=(6 * 1.3, len(kinds) * 1.3), squeeze=False)
+    with styled():
+        fig, axes = new_figure(len(kinds), 6, width=6 * 1.3, height=len(kinds) * 1.3)
+        _draw_grid(axes, kinds, rows, channels)
+    return save_figure(fig, path, dpi=dpi)
+
+
+def _draw_grid(axes, kinds: Sequence[str], rows: list, channels: int) -> None:
     for r, (kind, images) in enumerate(zip(kinds, rows, strict=True)):
         for col, img in enumerate(images):
             ax = axes[r, col]
@@ -65,12 +66,8 @@ def plot_corruption_grid(
                 ax.imshow(img.transpose(1, 2, 0), vmin=0.0, vmax=1.0, interpolation="nearest")
             ax.set_xticks([])
             ax.set_yticks([])
+            ax.grid(False)
             if r == 0:
                 ax.set_title("clean" if col == 0 else f"severity {col}", fontsize=8)
             if col == 0:
                 ax.set_ylabel(kind, fontsize=7)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    plt.close(fig)
-    return atomic_write_bytes(path, buf.getvalue())
