@@ -1,0 +1,645 @@
+"""Budgeted hyper-parameter tuning of tabular estimators on Optuna (optional extra: ``ensemblize[tune]``).
+
+:func:`tune` searches an estimator's hyper-parameters with Optuna's TPE sampler and prunes
+unpromising trials on their per-epoch validation scores; :func:`tune_csv` does the same for a
+user's CSV file and writes the fitted model and a report (``ensemblize tune``).
+
+Protocol (nothing here ever sees a test set):
+
+1. ``(X, y)`` is split once, seeded, into tuning-train rows and validation rows
+   (``val_fraction``, stratified for classifiers when every class has two rows or more);
+2. every trial clones the estimator, sets the suggested hyper-parameters, fits on the
+   tuning-train rows with ``eval_set=`` the validation rows (early stopping watches them) and is
+   scored on the validation rows (``metric``: log-loss or accuracy for classifiers, RMSE for
+   regressors);
+3. per-epoch validation scores are reported to Optuna as intermediate values. An estimator whose
+   ``fit`` accepts ``callbacks=`` (each called as ``cb(epoch, record, model)`` after every epoch,
+   returning ``True`` to stop — the contract of :func:`ensemblize.training.fit`) is stopped as
+   soon as the pruner says so, and the trial is PRUNED; otherwise its ``history_`` is reported
+   after ``fit`` (recorded for the pruner's statistics, the trial is not pruned);
+4. with ``refit=True`` the best trial's hyper-parameters are fitted again on the same rows and
+   seed, so ``result.best_estimator`` is that trial's model.
+
+Scaling out is Optuna's own distributed mode: give the same ``storage`` and ``study_name`` to
+several processes or machines and they tune one study together. ``storage`` is a journal file
+(a path; :class:`optuna.storages.journal.JournalFileBackend`, for processes sharing a file
+system), an RDB URL such as ``postgresql://user@host/db`` or ``sqlite:///tune.db``, or any
+:class:`optuna.storages.BaseStorage`. ``n_trials`` is then the size of the whole study: a process
+starts a new trial only while fewer than ``n_trials`` trials exist in the storage (trials started
+by other processes included), so the study ends with ``n_trials`` trials, or at most one more per
+extra process when two processes start a trial at the same instant. A process killed in the
+middle of a trial leaves that trial RUNNING in a journal file (an RDB storage with a heartbeat can
+fail it instead).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ensemblize._checks import check_fraction, check_int, check_positive
+
+__all__ = [
+    "METRICS",
+    "TuneResult",
+    "lometab_search_space",
+    "parse_duration",
+    "tune",
+    "tune_csv",
+]
+
+METRICS = {"log_loss": "minimize", "accuracy": "maximize", "rmse": "minimize"}
+"""Validation objectives and their directions (``"auto"``: log-loss for classifiers, RMSE for regressors)."""
+
+_EPOCH_KEYS = {
+    "log_loss": ("val_nll", "val_loss"),
+    "accuracy": ("val_accuracy",),
+    "rmse": ("val_rmse",),
+}
+"""Keys of a per-epoch training record that hold the validation score of each metric, first found wins."""
+
+_INSTALL = "pip install ensemblize[tune]"
+
+
+def _optuna():
+    try:
+        import optuna
+    except ImportError as exc:
+        raise ImportError(f"tuning needs Optuna, an optional extra: {_INSTALL}") from exc
+    return optuna
+
+
+# ------------------------------------------------------------------------------------------------
+# search space
+# ------------------------------------------------------------------------------------------------
+def lometab_search_space() -> dict[str, Any]:
+    """The default search space of the LoMETab estimators, as Optuna distributions.
+
+    ===============  =========================================  ===========================================
+    parameter        range                                      why
+    ===============  =========================================  ===========================================
+    ``rank``         int 1 – 16, log scale                      adapter rank r: diversity axis 1
+    ``init_scale``   float 0.1 – 3, log scale                   σ_init: diversity axis 2 (switches rank on)
+    ``lr``           float 1e-4 – 5e-3, log scale               AdamW learning rate (TabM's range)
+    ``weight_decay`` float 1e-5 – 1e-1, log scale               AdamW decoupled weight decay
+    ``n_blocks``     int 1 – 4                                  MLP depth
+    ``d_block``      int 64 – 512, step 64                      MLP width
+    ``dropout``      float 0 – 0.5                              dropout after every block
+    ``n_bins``       int 8 – 64                                 piecewise-linear bins per numeric column
+    ``d_embedding``  int 8 – 32, step 4                         numeric embedding width
+    ===============  =========================================  ===========================================
+
+    Everything else (``members``, ``max_epochs``, ``patience``, …) keeps the estimator's value.
+    Raises ImportError without Optuna.
+    """
+    d = _optuna().distributions
+    return {
+        "rank": d.IntDistribution(1, 16, log=True),
+        "init_scale": d.FloatDistribution(0.1, 3.0, log=True),
+        "lr": d.FloatDistribution(1e-4, 5e-3, log=True),
+        "weight_decay": d.FloatDistribution(1e-5, 1e-1, log=True),
+        "n_blocks": d.IntDistribution(1, 4),
+        "d_block": d.IntDistribution(64, 512, step=64),
+        "dropout": d.FloatDistribution(0.0, 0.5),
+        "n_bins": d.IntDistribution(8, 64),
+        "d_embedding": d.IntDistribution(8, 32, step=4),
+    }
+
+
+def _resolve_space(estimator: Any, search_space: Any) -> Any:
+    """The search space to use: the given one (checked against the estimator) or LoMETab's default."""
+    optuna = _optuna()
+    params = estimator.get_params()
+    if search_space is None:
+        default = lometab_search_space()
+        if not set(default) <= set(params):
+            raise ValueError(
+                f"no default search space for {type(estimator).__name__} (it lacks "
+                f"{sorted(set(default) - set(params))}); pass search_space="
+            )
+        return default
+    if callable(search_space):
+        return search_space
+    if not isinstance(search_space, Mapping) or not search_space:
+        raise TypeError(
+            "search_space must be a non-empty dict {name: optuna distribution} or a callable "
+            f"trial -> dict, got {search_space!r}"
+        )
+    for name, dist in search_space.items():
+        if name not in params:
+            raise ValueError(f"search_space names {name!r}, not a parameter of {type(estimator).__name__}")
+        if not isinstance(dist, optuna.distributions.BaseDistribution):
+            raise TypeError(f"search_space[{name!r}] must be an optuna distribution, got {dist!r}")
+    return dict(search_space)
+
+
+def _suggest(trial: Any, space: Any) -> dict[str, Any]:
+    if callable(space):
+        params = space(trial)
+        if not isinstance(params, Mapping):
+            raise TypeError(f"search_space(trial) must return a dict, got {type(params).__name__}")
+        return dict(params)
+    return {name: _suggest_one(trial, name, dist) for name, dist in space.items()}
+
+
+def _suggest_one(trial: Any, name: str, dist: Any) -> Any:
+    """One value of ``dist`` through the trial's public ``suggest_*`` API."""
+    d = _optuna().distributions
+    if isinstance(dist, d.IntDistribution):
+        return trial.suggest_int(name, dist.low, dist.high, step=dist.step, log=dist.log)
+    if isinstance(dist, d.FloatDistribution):
+        return trial.suggest_float(name, dist.low, dist.high, step=dist.step, log=dist.log)
+    if isinstance(dist, d.CategoricalDistribution):
+        return trial.suggest_categorical(name, dist.choices)
+    raise TypeError(f"search_space[{name!r}]: unsupported distribution {type(dist).__name__}")
+
+
+# ------------------------------------------------------------------------------------------------
+# data and scores
+# ------------------------------------------------------------------------------------------------
+def _take(a: Any, idx: np.ndarray) -> Any:
+    return a.iloc[idx] if hasattr(a, "iloc") else np.asarray(a)[idx]
+
+
+def _split(
+    X: Any, y: Any, *, val_fraction: float, seed: int, classify: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded (tuning-train, validation) row indices, stratified for classification where possible."""
+    from sklearn.model_selection import train_test_split
+
+    yarr = np.asarray(y)
+    n = len(yarr)
+    if len(X) != n:
+        raise ValueError(f"X has {len(X)} rows but y has {n} entries")
+    n_val = int(round(val_fraction * n))
+    if n_val < 1 or n_val >= n:
+        raise ValueError(f"val_fraction={val_fraction} leaves {n_val} validation rows out of {n}")
+    strat = None
+    if classify:
+        _, counts = np.unique(yarr, return_counts=True)
+        if counts.min() >= 2 and min(n_val, n - n_val) >= len(counts):
+            strat = yarr
+    tr, va = train_test_split(np.arange(n), test_size=n_val, random_state=seed, stratify=strat)
+    return np.sort(tr), np.sort(va)
+
+
+def _score(estimator: Any, X: Any, y: Any, metric: str) -> float:
+    """Validation score of a fitted estimator: log-loss, accuracy or RMSE (target units)."""
+    from sklearn.metrics import accuracy_score, log_loss
+
+    if metric == "log_loss":
+        proba = np.asarray(estimator.predict_proba(X), dtype=np.float64)
+        return float(log_loss(np.asarray(y), proba, labels=list(estimator.classes_)))
+    if metric == "accuracy":
+        return float(accuracy_score(np.asarray(y), estimator.predict(X)))
+    diff = np.asarray(estimator.predict(X), dtype=np.float64) - np.asarray(y, dtype=np.float64)
+    return float(np.sqrt(np.mean(diff**2)))
+
+
+def _resolve_metric(estimator: Any, metric: str) -> str:
+    from sklearn.base import is_classifier
+
+    if metric == "auto":
+        return "log_loss" if is_classifier(estimator) else "rmse"
+    if metric not in METRICS:
+        raise ValueError(f"metric must be 'auto' or one of {tuple(METRICS)}, got {metric!r}")
+    if is_classifier(estimator) == (metric == "rmse"):
+        kind = "classifier" if is_classifier(estimator) else "regressor"
+        raise ValueError(f"metric {metric!r} does not apply to a {kind}")
+    return metric
+
+
+# ------------------------------------------------------------------------------------------------
+# one trial
+# ------------------------------------------------------------------------------------------------
+class _EpochReporter:
+    """Reports each epoch's validation score to a trial; asks to stop when the pruner says so.
+
+    Called as ``reporter(epoch, record, model)`` (the :func:`ensemblize.training.fit` callback
+    contract); returns ``True`` to stop training once the trial should be pruned.
+    """
+
+    def __init__(self, trial: Any, metric: str) -> None:
+        self.trial = trial
+        self.keys = _EPOCH_KEYS[metric]
+        self.step = 0
+        self.pruned_at: int | None = None
+
+    def _value(self, record: Mapping[str, Any]) -> float | None:
+        for key in self.keys:
+            v = record.get(key)
+            if v is not None and math.isfinite(float(v)):
+                return float(v)
+        return None
+
+    def report(self, record: Mapping[str, Any]) -> None:
+        """Report one epoch (no pruning decision): for histories replayed after ``fit``."""
+        value = self._value(record)
+        if value is not None:
+            self.trial.report(value, self.step)
+        self.step += 1
+
+    def __call__(self, epoch: int, record: Mapping[str, Any], model: Any = None) -> bool:
+        self.report(record)
+        if self.trial.should_prune():
+            self.pruned_at = self.step
+            return True
+        return False
+
+
+def _fit_params(estimator: Any) -> set[str]:
+    try:
+        return set(inspect.signature(estimator.fit).parameters)
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        return set()
+
+
+def _fit_trial(estimator: Any, data: dict[str, Any], reporter: _EpochReporter | None) -> Any:
+    """Fit on the tuning-train rows, early-stopping on the validation rows; report epochs."""
+    accepted = _fit_params(estimator)
+    kwargs: dict[str, Any] = {}
+    if "eval_set" in accepted:
+        kwargs["eval_set"] = (data["X_val"], data["y_val"])
+    live = reporter is not None and "callbacks" in accepted
+    if live:
+        kwargs["callbacks"] = [reporter]
+    estimator.fit(data["X_train"], data["y_train"], **kwargs)
+    if reporter is not None and not live:
+        for record in getattr(estimator, "history_", None) or []:
+            reporter.report(record)
+    return estimator
+
+
+def _configured(estimator: Any, params: Mapping[str, Any], seed: int) -> Any:
+    from sklearn.base import clone
+
+    est = clone(estimator)
+    fixed = dict(params)
+    if "random_state" in est.get_params() and est.get_params()["random_state"] is None:
+        fixed.setdefault("random_state", seed)
+    return est.set_params(**fixed)
+
+
+# ------------------------------------------------------------------------------------------------
+# the study
+# ------------------------------------------------------------------------------------------------
+def _storage(storage: Any) -> Any:
+    """None (in memory), an RDB URL, a journal-file path or a storage object -> what Optuna takes."""
+    optuna = _optuna()
+    if storage is None or isinstance(storage, optuna.storages.BaseStorage):
+        return storage
+    if isinstance(storage, (str, os.PathLike)):
+        text = os.fspath(storage)
+        if "://" in text:
+            return text
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        Path(text).parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(text))
+    raise TypeError(
+        f"storage must be None, a journal-file path, an RDB URL or an optuna storage, got {storage!r}"
+    )
+
+
+def _default_pruner():
+    return _optuna().pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=5)
+
+
+def _make_study(*, storage, study_name, direction, seed, pruner):
+    optuna = _optuna()
+    shared = storage is not None
+    # Processes sharing a study must not replay each other's random start-up draws.
+    sampler_seed = (seed * 1_000_003 + os.getpid()) % 2**32 if shared else seed
+    sampler = optuna.samplers.TPESampler(n_startup_trials=5, seed=sampler_seed)
+    return optuna.create_study(
+        storage=_storage(storage),
+        sampler=sampler,
+        pruner=_default_pruner() if pruner is None else pruner,
+        study_name=study_name,
+        direction=direction,
+        load_if_exists=shared,
+    )
+
+
+def _run_trials(study: Any, objective: Callable, *, n_trials: int | None, timeout: float | None) -> None:
+    """Start trials one at a time while the study has < ``n_trials`` trials and time is left."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if n_trials is not None and len(study.get_trials(deepcopy=False)) >= n_trials:
+            return
+        if deadline is not None and time.monotonic() >= deadline:
+            return
+        study.optimize(objective, n_trials=1, catch=(FloatingPointError,), gc_after_trial=True)
+
+
+@dataclass
+class TuneResult:
+    """What :func:`tune` returns.
+
+    Attributes:
+        study: the :class:`optuna.study.Study` (all its trials, from every process).
+        metric: the validation objective (``"log_loss"``, ``"accuracy"`` or ``"rmse"``).
+        direction: ``"minimize"`` or ``"maximize"``.
+        best_params: hyper-parameters of the best completed trial.
+        best_value: its validation score.
+        best_estimator: the best trial refitted (``None`` with ``refit=False``).
+        train_index, val_index: row positions of ``X`` used for training and validation.
+        trial_numbers: numbers of the trials this process ran, in order.
+    """
+
+    study: Any
+    metric: str
+    direction: str
+    best_params: dict[str, Any]
+    best_value: float
+    best_estimator: Any
+    train_index: np.ndarray
+    val_index: np.ndarray
+    trial_numbers: list[int] = field(default_factory=list)
+
+    def trials_table(self):
+        """One row per trial (number, state, value, params, duration) as a pandas DataFrame."""
+        return self.study.trials_dataframe(attrs=("number", "state", "value", "params", "duration"))
+
+
+def _check_budget(n_trials: Any, timeout: Any) -> tuple[int | None, float | None]:
+    if n_trials is None and timeout is None:
+        raise ValueError("give n_trials or timeout (seconds): a study without either never ends")
+    n = None if n_trials is None else check_int(n_trials, name="n_trials", minimum=1)
+    t = None if timeout is None else check_positive(timeout, name="timeout")
+    return n, t
+
+
+def tune(
+    estimator: Any,
+    X: Any,
+    y: Any,
+    *,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    storage: Any = None,
+    study_name: str | None = None,
+    search_space: Any = None,
+    metric: str = "auto",
+    val_fraction: float = 0.2,
+    seed: int = 0,
+    pruner: Any = None,
+    refit: bool = True,
+) -> TuneResult:
+    """Tune ``estimator``'s hyper-parameters on ``(X, y)`` with Optuna (TPE + pruning on validation epochs).
+
+    Args:
+        estimator: an unfitted scikit-learn style estimator (cloned for every trial), e.g.
+            :class:`~ensemblize.tabular.LoMETabClassifier`.
+        X, y: training data (a DataFrame or array and its target); a validation split of
+            ``val_fraction`` of the rows is taken from them — keep your test rows out.
+        n_trials: trials in the study (with ``storage``: in the whole shared study).
+        timeout: seconds after which this process starts no new trial (a running one finishes).
+        storage: None (in memory), a journal-file path, an RDB URL or an optuna storage; processes
+            given the same ``storage`` and ``study_name`` tune one study together.
+        study_name: the study's name; required with ``storage``.
+        search_space: ``{param: optuna distribution}`` or a callable ``trial -> {param: value}``;
+            default :func:`lometab_search_space` (for estimators that have those parameters).
+        metric: ``"auto"`` (log-loss for classifiers, RMSE for regressors), ``"log_loss"``,
+            ``"accuracy"`` or ``"rmse"``, scored on the validation rows.
+        val_fraction: share of the rows held out for validation.
+        seed: the split, the TPE sampler (alone: exactly; with ``storage``: mixed with the process
+            id) and ``random_state`` of estimators whose ``random_state`` is None.
+        pruner: an optuna pruner (default ``MedianPruner(n_startup_trials=3, n_warmup_steps=5)``).
+        refit: fit the best hyper-parameters again and return the estimator.
+
+    Returns a :class:`TuneResult`. A trial whose training diverges (``FloatingPointError``) is
+    recorded as FAIL and the study goes on.
+
+    Raises:
+        ImportError: Optuna is not installed (``pip install ensemblize[tune]``).
+        ValueError / TypeError: no budget, a bad metric, split, storage or search space (named).
+        RuntimeError: ``refit=True`` but no trial completed.
+    """
+    n_trials, timeout = _check_budget(n_trials, timeout)
+    seed = check_int(seed, name="seed", minimum=0)
+    val_fraction = check_fraction(val_fraction, name="val_fraction")
+    if storage is not None and not study_name:
+        raise ValueError("storage is shared by study name: pass study_name= with storage=")
+    from sklearn.base import is_classifier
+
+    metric = _resolve_metric(estimator, metric)
+    space = _resolve_space(estimator, search_space)
+    tr, va = _split(X, y, val_fraction=val_fraction, seed=seed, classify=is_classifier(estimator))
+    data = {"X_train": _take(X, tr), "y_train": _take(y, tr), "X_val": _take(X, va), "y_val": _take(y, va)}
+    study = _make_study(
+        storage=storage, study_name=study_name, direction=METRICS[metric], seed=seed, pruner=pruner
+    )
+    ran: list[int] = []
+
+    def objective(trial: Any) -> float:
+        ran.append(trial.number)
+        est = _configured(estimator, _suggest(trial, space), seed)
+        reporter = _EpochReporter(trial, metric)
+        _fit_trial(est, data, reporter)
+        if reporter.pruned_at is not None:
+            raise _optuna().TrialPruned(f"pruned after epoch {reporter.pruned_at}")
+        return _score(est, data["X_val"], data["y_val"], metric)
+
+    _run_trials(study, objective, n_trials=n_trials, timeout=timeout)
+    return _result(study, estimator, data, metric=metric, seed=seed, refit=refit, index=(tr, va), ran=ran)
+
+
+def _result(study, estimator, data, *, metric, seed, refit, index, ran) -> TuneResult:
+    optuna = _optuna()
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not complete:
+        if refit:
+            states = [t.state.name for t in study.get_trials(deepcopy=False)]
+            raise RuntimeError(f"no trial completed (states: {states}); nothing to refit")
+        best_params, best_value = {}, math.nan
+    else:
+        best_params, best_value = dict(study.best_trial.params), float(study.best_value)
+    best = None
+    if refit:
+        best = _fit_trial(_configured(estimator, best_params, seed), data, None)
+    return TuneResult(
+        study=study,
+        metric=metric,
+        direction=METRICS[metric],
+        best_params=best_params,
+        best_value=best_value,
+        best_estimator=best,
+        train_index=index[0],
+        val_index=index[1],
+        trial_numbers=ran,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# a user's CSV (``ensemblize tune``)
+# ------------------------------------------------------------------------------------------------
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str | float | int) -> float:
+    """Seconds in a duration: a number of seconds, or ``"90s"``, ``"10m"``, ``"1h30m"``, ``"2.5h"``.
+
+    Raises ValueError naming the text when it is not a positive duration.
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return check_positive(text, name="duration")
+    if not isinstance(text, str):
+        raise TypeError(f"duration must be a string like '10m' or a number of seconds, got {text!r}")
+    s = text.strip().lower().replace(" ", "")
+    parts = re.findall(r"(\d+(?:\.\d+)?)([smhd]?)", s)
+    if not s or "".join(n + u for n, u in parts) != s:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 10m, 1h30m)")
+    seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if seconds <= 0:
+        raise ValueError(f"duration must be positive, got {text!r}")
+    return seconds
+
+
+def _infer_task(y, *, target: str, task: str) -> str:
+    import pandas as pd
+
+    if task in ("classification", "regression"):
+        return task
+    if task != "auto":
+        raise ValueError(f"task must be 'auto', 'classification' or 'regression', got {task!r}")
+    numeric = pd.api.types.is_numeric_dtype(y) and not pd.api.types.is_bool_dtype(y)
+    if numeric and (pd.api.types.is_float_dtype(y) or y.nunique() > 20):
+        return "regression"
+    if not numeric or y.nunique() >= 2:
+        return "classification"
+    raise ValueError(f"target column {target!r} has a single value; nothing to learn")
+
+
+def _default_estimator(task: str, seed: int):
+    from ensemblize.tabular.estimators import LoMETabClassifier, LoMETabRegressor
+
+    est = (LoMETabRegressor if task == "regression" else LoMETabClassifier)(random_state=seed)
+    if "impute" in est.get_params():
+        est.set_params(impute=True)
+    return est
+
+
+def _test_scores(est, X, y, task: str, y_train) -> dict[str, float]:
+    if task == "regression":
+        rmse = _score(est, X, y, "rmse")
+        return {"rmse": rmse, "rmse_over_train_std": rmse / float(np.std(np.asarray(y_train, float)))}
+    return {"accuracy": _score(est, X, y, "accuracy"), "log_loss": _score(est, X, y, "log_loss")}
+
+
+def _markdown_table(frame) -> str:
+    """A pandas DataFrame as a Markdown table (floats to 6 significant digits)."""
+
+    def cell(v: Any) -> str:
+        return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+    head = [str(c) for c in frame.columns]
+    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *rows])
+
+
+def _report_markdown(report: dict[str, Any], trials_md: str) -> str:
+    lines = [
+        f"# ensemblize tune: {report['csv']} → {report['target']} ({report['task']})",
+        "",
+        f"- estimator: {report['estimator']}; rows: {report['rows']} "
+        f"(tuning-train {report['rows_train']}, validation {report['rows_val']}, test {report['rows_test']})",
+        f"- budget: {report['budget']}; trials: {report['trial_states']}; seconds: {report['seconds']:.1f}",
+        f"- validation {report['metric']} of the best trial: {report['best_value']:.6g}",
+        "- test: " + ", ".join(f"{k} {v:.6g}" for k, v in report["test"].items()),
+        "",
+        "## Best hyper-parameters",
+        "",
+        *(f"- `{k}` = {v!r}" for k, v in report["best_params"].items()),
+        "",
+        "## Trials",
+        "",
+        trials_md,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def tune_csv(
+    path: str | os.PathLike,
+    *,
+    target: str,
+    out: str | os.PathLike,
+    time_budget: str | float | None = "10m",
+    n_trials: int | None = None,
+    task: str = "auto",
+    test_fraction: float = 0.2,
+    storage: Any = None,
+    study_name: str | None = None,
+    seed: int = 0,
+    estimator: Any = None,
+) -> dict[str, Any]:
+    """Tune a LoMETab estimator on a CSV file; write the fitted model and a report into ``out``.
+
+    The rows are split once (seeded; stratified for classification): ``test_fraction`` test rows
+    that tuning never sees, then :func:`tune` takes 20 % of the rest for validation — the
+    64/16/20 protocol at the defaults. Writes ``out/model.safetensors`` + ``out/model.json``
+    (``estimator.save``; reload with ``LoMETabClassifier.load(out / "model")``),
+    ``out/trials.csv``, ``out/report.json`` and ``out/report.md`` (best hyper-parameters, trial
+    table, validation and test scores). Returns the report dict.
+
+    Args:
+        path: a CSV file with a header row.
+        target: the target column.
+        out: output folder (created).
+        time_budget: ``"10m"``, ``"1h"``, seconds …; no new trial starts after it.
+        n_trials: trial budget (either or both of ``time_budget`` / ``n_trials``).
+        task: ``"auto"`` (float target or > 20 distinct numbers: regression), ``"classification"``
+            or ``"regression"``.
+        test_fraction: share of rows held out as the test set.
+        storage, study_name: join a shared study (see :func:`tune`).
+        seed: split, sampler and model seed.
+        estimator: an estimator to tune instead of the default LoMETab one.
+    """
+    import pandas as pd
+
+    from ensemblize.checkpoint import atomic_write_json, atomic_write_text
+
+    t0 = time.perf_counter()
+    timeout = None if time_budget is None else parse_duration(time_budget)
+    frame = pd.read_csv(path)
+    if target not in frame.columns:
+        raise ValueError(f"target column {target!r} is not in {path} (columns: {list(frame.columns)})")
+    y = frame[target]
+    if y.isna().any():
+        raise ValueError(f"target column {target!r} has {int(y.isna().sum())} missing value(s) (NaN)")
+    X = frame.drop(columns=[target])
+    task = _infer_task(y, target=target, task=task)
+    est = _default_estimator(task, seed) if estimator is None else estimator
+    rest, test = _split(X, y, val_fraction=check_fraction(test_fraction, name="test_fraction"),
+                        seed=seed, classify=task == "classification")  # fmt: skip
+    Xr, yr = X.iloc[rest], y.iloc[rest]
+    res = tune(est, Xr, yr, n_trials=n_trials, timeout=timeout, storage=storage,
+               study_name=study_name, seed=seed)  # fmt: skip
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    res.best_estimator.save(out / "model")
+    table = res.trials_table()
+    atomic_write_text(out / "trials.csv", table.to_csv(index=False))
+    states = table["state"].value_counts().to_dict() if len(table) else {}
+    report = {
+        "csv": str(path), "target": target, "task": task, "estimator": type(est).__name__,
+        "rows": len(frame), "rows_train": len(res.train_index), "rows_val": len(res.val_index),
+        "rows_test": len(test), "budget": {"seconds": timeout, "n_trials": n_trials},
+        "trial_states": {str(k): int(v) for k, v in states.items()}, "metric": res.metric,
+        "best_value": res.best_value, "best_params": res.best_params,
+        "test": _test_scores(res.best_estimator, X.iloc[test], y.iloc[test], task, yr.iloc[res.train_index]),
+        "seconds": time.perf_counter() - t0, "model": str(out / "model"),
+    }  # fmt: skip
+    atomic_write_json(out / "report.json", report)
+    atomic_write_text(out / "report.md", _report_markdown(report, _markdown_table(table)))
+    return report

@@ -1,0 +1,278 @@
+"""ensemblize.tabular.tuning: Optuna tuning (TPE, pruning on epochs, shared journal storage), tune_csv."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.datasets import make_classification
+
+optuna = pytest.importorskip("optuna")
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+from ensemblize.tabular.estimators import LoMETabClassifier  # noqa: E402
+from ensemblize.tabular.tuning import (  # noqa: E402
+    _score,
+    _split,
+    _storage,
+    lometab_search_space,
+    parse_duration,
+    tune,
+    tune_csv,
+)
+
+TINY = {"members": 2, "n_blocks": 1, "d_block": 16, "max_epochs": 3, "patience": 2}
+SPACE_KEYS = ("rank", "lr", "dropout")
+
+
+def _space():
+    return {k: v for k, v in lometab_search_space().items() if k in SPACE_KEYS}
+
+
+def _data(n=240):
+    return make_classification(n_samples=n, n_features=5, n_informative=3, random_state=0)
+
+
+class EpochToy(RegressorMixin, BaseEstimator):
+    """Predicts ``quality`` for every row; each epoch's validation RMSE is ``quality``.
+
+    ``fit`` calls ``callbacks`` after each of ``epochs`` epochs and stops when one returns True.
+    """
+
+    def __init__(self, quality=0.0, epochs=5, random_state=None):
+        self.quality = quality
+        self.epochs = epochs
+        self.random_state = random_state
+
+    def fit(self, X, y, eval_set=None, callbacks=()):
+        self.history_ = []
+        for epoch in range(self.epochs):
+            record = {"epoch": epoch, "val_rmse": float(self.quality)}
+            self.history_.append(record)
+            if any(cb(epoch + 1, record, None) is True for cb in callbacks):
+                break
+        self.epochs_run_ = len(self.history_)
+        return self
+
+    def predict(self, X):
+        return np.full(len(X), float(self.quality))
+
+
+class HistoryToy(EpochToy):
+    """Same, but ``fit`` takes no callbacks: tuning can only replay ``history_`` afterwards."""
+
+    def fit(self, X, y, eval_set=None):
+        return super().fit(X, y, eval_set=eval_set)
+
+
+def test_tune_lometab_refits_the_best_trial_on_a_validation_split_of_the_training_rows():
+    X, y = _data()
+    r = tune(LoMETabClassifier(**TINY), X, y, n_trials=3, search_space=_space(), seed=0)
+    assert sorted(np.concatenate([r.train_index, r.val_index]).tolist()) == list(range(len(y)))
+    assert len(r.val_index) == round(0.2 * len(y))
+    assert r.metric == "log_loss" and r.direction == "minimize"
+    assert r.trial_numbers == [0, 1, 2]
+    table = r.trials_table()
+    assert list(table["number"]) == [0, 1, 2] and set(table["state"]) == {"COMPLETE"}
+    assert r.best_value == min(table["value"])
+    assert set(r.best_params) == set(SPACE_KEYS)
+    best = r.best_estimator
+    assert {k: best.get_params()[k] for k in SPACE_KEYS} == r.best_params
+    assert best.random_state == 0  # None in the estimator -> the tuning seed, the same in every trial
+    # the refit is the best trial again: same rows, same seed, same validation score
+    refit_score = _score(best, X[r.val_index], y[r.val_index], "log_loss")
+    assert refit_score == pytest.approx(r.best_value, abs=1e-12)
+    # trials report per-epoch validation log-loss (post hoc until the estimator takes callbacks)
+    intermediate = r.study.trials[0].intermediate_values
+    assert len(intermediate) >= 1 and all(np.isfinite(v) for v in intermediate.values())
+
+
+def test_pruning_stops_a_trial_through_the_epoch_callback():
+    X = np.zeros((50, 2))
+    y = np.zeros(50)
+    qualities = iter([0.5, 2.0, 0.7, 3.0])
+
+    def space(trial):
+        return {"quality": next(qualities)}
+
+    r = tune(
+        EpochToy(),
+        X,
+        y,
+        n_trials=4,
+        search_space=space,
+        pruner=optuna.pruners.ThresholdPruner(upper=1.0),
+        refit=True,
+    )
+    states = [t.state.name for t in r.study.trials]
+    assert states == ["COMPLETE", "PRUNED", "COMPLETE", "PRUNED"]
+    # pruned trials stopped after their first epoch; completed ones ran all five
+    assert [len(t.intermediate_values) for t in r.study.trials] == [5, 1, 5, 1]
+    assert r.best_value == pytest.approx(0.5)
+    assert r.best_estimator.epochs_run_ == 5
+
+
+def test_without_callbacks_the_history_is_replayed_and_no_trial_is_pruned():
+    X = np.zeros((50, 2))
+    y = np.zeros(50)
+    qualities = iter([0.5, 2.0])
+    r = tune(
+        HistoryToy(),
+        X,
+        y,
+        n_trials=2,
+        search_space=lambda trial: {"quality": next(qualities)},
+        pruner=optuna.pruners.ThresholdPruner(upper=1.0),
+        refit=False,
+    )
+    assert [t.state.name for t in r.study.trials] == ["COMPLETE", "COMPLETE"]
+    assert r.study.trials[1].intermediate_values == {i: 2.0 for i in range(5)}
+    assert r.best_estimator is None and r.best_value == pytest.approx(0.5)
+
+
+def test_missing_optuna_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "optuna", None)
+    with pytest.raises(ImportError, match=r"pip install ensemblize\[tune\]"):
+        tune(LoMETabClassifier(**TINY), *_data(), n_trials=1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({}, ValueError, "n_trials or timeout"),
+        ({"n_trials": 0}, ValueError, "n_trials"),
+        ({"n_trials": 1, "timeout": -1}, ValueError, "timeout"),
+        ({"n_trials": 1, "storage": "x.log"}, ValueError, "study_name"),
+        ({"n_trials": 1, "metric": "rmse"}, ValueError, "rmse"),
+        ({"n_trials": 1, "metric": "auc"}, ValueError, "auc"),
+        ({"n_trials": 1, "val_fraction": 1.5}, ValueError, "val_fraction"),
+        ({"n_trials": 1, "search_space": {"depth": None}}, ValueError, "depth"),
+        ({"n_trials": 1, "search_space": {"rank": (1, 4)}}, TypeError, "rank"),
+        ({"n_trials": 1, "storage": 3, "study_name": "s"}, TypeError, "storage"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        tune(LoMETabClassifier(**TINY), *_data(60), **kwargs)
+
+
+def test_an_estimator_without_the_lometab_parameters_needs_a_search_space():
+    with pytest.raises(ValueError, match="EpochToy.*search_space"):
+        tune(EpochToy(), np.zeros((20, 1)), np.zeros(20), n_trials=1)
+
+
+def test_parse_duration():
+    assert parse_duration("10m") == 600
+    assert parse_duration("1h30m") == 5400
+    assert parse_duration("90s") == parse_duration(90) == parse_duration("90") == 90
+    assert parse_duration("2.5m") == 150
+    for bad in ("", "10x", "m", "0s", "-5m"):
+        with pytest.raises(ValueError, match="duration"):
+            parse_duration(bad)
+
+
+_WORKER = """
+import json, sys, time
+from pathlib import Path
+import torch
+torch.set_num_threads(1)
+import optuna
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+from sklearn.datasets import make_classification
+from ensemblize.tabular.estimators import LoMETabClassifier
+from ensemblize.tabular.tuning import lometab_search_space, tune
+
+folder, me = Path(sys.argv[1]), sys.argv[2]
+(folder / f"ready-{me}").touch()
+deadline = time.monotonic() + 30
+while len(list(folder.glob("ready-*"))) < 2 and time.monotonic() < deadline:
+    time.sleep(0.05)  # start together, so that both processes really share the study
+X, y = make_classification(n_samples=240, n_features=5, n_informative=3, random_state=0)
+space = {k: v for k, v in lometab_search_space().items() if k in ("rank", "lr", "dropout")}
+est = LoMETabClassifier(members=2, n_blocks=1, d_block=16, max_epochs=3, patience=2)
+r = tune(est, X, y, n_trials=N_TRIALS, storage=str(folder / "study.log"), study_name="shared",
+         search_space=space, refit=False)
+print(json.dumps(r.trial_numbers))
+"""
+
+
+def test_two_processes_share_one_journal_study_and_the_best_refits_and_saves(tmp_path):
+    n_trials = 8
+    script = tmp_path / "worker.py"
+    script.write_text(textwrap.dedent(_WORKER).replace("N_TRIALS", str(n_trials)))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path), str(i)], stdout=subprocess.PIPE, text=True
+        )
+        for i in range(2)
+    ]
+    ran = []
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+        ran.append(json.loads(out.strip().splitlines()[-1]))
+    storage = str(tmp_path / "study.log")
+    study = optuna.load_study(study_name="shared", storage=_storage(storage))
+    numbers = [t.number for t in study.trials]
+    # every trial number exactly once, all finished, and each was run by exactly one process
+    assert sorted(numbers) == list(range(len(numbers)))
+    assert n_trials <= len(numbers) <= n_trials + 1
+    assert all(t.state.is_finished() for t in study.trials)
+    assert sorted(ran[0] + ran[1]) == sorted(numbers)
+    assert not set(ran[0]) & set(ran[1])
+    assert ran[0] and ran[1], f"one process ran no trial: {ran}"
+    # joining the finished study runs no trial; it refits the best, which saves and reloads
+    X, y = _data()
+    space = _space()
+    r = tune(LoMETabClassifier(**TINY), X, y, n_trials=n_trials, storage=storage, study_name="shared",
+             search_space=space)  # fmt: skip
+    assert r.trial_numbers == []
+    assert r.best_params == study.best_params
+    assert _score(r.best_estimator, X[r.val_index], y[r.val_index], "log_loss") == pytest.approx(
+        study.best_value, abs=1e-12
+    )
+    r.best_estimator.save(tmp_path / "best")
+    again = LoMETabClassifier.load(tmp_path / "best")
+    np.testing.assert_array_equal(again.predict_proba(X), r.best_estimator.predict_proba(X))
+
+
+def test_tune_csv_writes_the_model_and_a_report(tmp_path):
+    X, y = _data(200)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    frame["colour"] = np.where(X[:, 0] > 0, "red", "blue")
+    frame["label"] = np.where(y == 1, "yes", "no")
+    csv = tmp_path / "table.csv"
+    frame.to_csv(csv, index=False)
+    est = LoMETabClassifier(**TINY, random_state=0)
+    rep = tune_csv(csv, target="label", out=tmp_path / "out", time_budget=None, n_trials=2, estimator=est)
+    out = tmp_path / "out"
+    assert {p.name for p in out.iterdir()} >= {
+        "model.safetensors", "model.json", "trials.csv", "report.json", "report.md"
+    }  # fmt: skip
+    assert rep["task"] == "classification" and rep["metric"] == "log_loss"
+    assert rep["rows_train"] + rep["rows_val"] + rep["rows_test"] == 200 and rep["rows_test"] == 40
+    assert rep["trial_states"] == {"COMPLETE": 2}
+    assert len(pd.read_csv(out / "trials.csv")) == 2
+    assert json.loads((out / "report.json").read_text())["best_params"] == rep["best_params"]
+    assert "## Best hyper-parameters" in (out / "report.md").read_text()
+    # the reported test scores are the saved model's on the held-out rows
+    model = LoMETabClassifier.load(out / "model")
+    Xf, yf = frame.drop(columns=["label"]), frame["label"]
+    _, test = _split(Xf, yf, val_fraction=0.2, seed=0, classify=True)
+    assert rep["test"]["accuracy"] == pytest.approx(_score(model, Xf.iloc[test], yf.iloc[test], "accuracy"))
+    assert rep["test"]["log_loss"] == pytest.approx(_score(model, Xf.iloc[test], yf.iloc[test], "log_loss"))
+
+
+def test_tune_csv_names_a_missing_target(tmp_path):
+    csv = tmp_path / "t.csv"
+    pd.DataFrame({"a": [1, 2, 3], "b": [0, 1, 0]}).to_csv(csv, index=False)
+    with pytest.raises(ValueError, match="'y'"):
+        tune_csv(csv, target="y", out=tmp_path / "o", n_trials=1)
+    assert not Path(tmp_path / "o").exists()
