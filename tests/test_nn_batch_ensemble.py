@@ -217,7 +217,7 @@ def test_bad_arguments():
         BatchEnsembleLinear(4, 3, 2, first_layer=True, chunks=[2, 3])
     with pytest.raises(ValueError, match="first_layer=True"):
         BatchEnsembleLinear(4, 3, 2, chunks=[2, 2])
-    with pytest.raises(ValueError, match="positive ints, got 0"):
+    with pytest.raises(ValueError, match="chunks entries must be >= 1, got 0"):
         BatchEnsembleLinear(4, 3, 2, first_layer=True, chunks=[4, 0])
     with pytest.raises(ValueError, match="kernel_size must be >= 1, got 0"):
         BatchEnsembleConv2d(3, 4, 0, 2)

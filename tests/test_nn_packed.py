@@ -180,3 +180,47 @@ def test_public_namespace():
 
     assert ensemblize.nn.PackedLinear is PackedLinear
     assert ensemblize.nn.PackedConv2d is PackedConv2d
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "name"),
+    [
+        ({"kernel_size": 0}, ValueError, "kernel_size"),
+        ({"kernel_size": (3, 0)}, ValueError, "kernel_size"),
+        ({"kernel_size": (3, 3, 3)}, ValueError, "kernel_size"),
+        ({"kernel_size": 2.5}, TypeError, "kernel_size"),
+        ({"stride": 0}, ValueError, "stride"),
+        ({"padding": -1}, ValueError, "padding"),
+        ({"bias": 1}, TypeError, "bias"),
+    ],
+)
+def test_packed_conv_bad_geometry_is_a_named_error_before_any_kernel_runs(kwargs, exc, name):
+    args = {"kernel_size": 3, "stride": 1, "padding": 0, "bias": True} | kwargs
+    with pytest.raises(exc, match=name):
+        PackedConv2d(4, 4, args["kernel_size"], 2, 2.0, 1, args["stride"], args["padding"], bias=args["bias"])
+
+
+def test_packed_inputs_are_checked_before_torch_sees_them():
+    lin = PackedLinear(4, 4, 2, 2.0)
+    with pytest.raises(ValueError, match="0-d"):
+        lin(torch.tensor(1.0))
+    with pytest.raises(TypeError, match="floating"):
+        lin(torch.ones(2, 8, dtype=torch.long))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        lin([[1.0] * 8])
+    conv = PackedConv2d(4, 4, 3, 2, 2.0)
+    with pytest.raises(ValueError, match="smaller than the kernel"):
+        conv(torch.randn(1, 8, 2, 2))
+    with pytest.raises(ValueError, match=r"\(B, 8, H, W\)"):
+        conv(torch.randn(8, 2, 2))
+    with pytest.raises(TypeError, match="floating"):
+        conv(torch.ones(1, 8, 4, 4, dtype=torch.int32))
+    assert conv(torch.randn(1, 8, 1, 1).expand(1, 8, 3, 3)).shape == (1, 8, 1, 1)
+
+
+def test_numpy_integer_arguments_are_plain_ints_on_the_layer():
+    np = pytest.importorskip("numpy")
+    lin = PackedLinear(np.int64(4), np.int64(4), np.int64(2), 2.0, np.int64(2))
+    conv = PackedConv2d(np.int64(4), 4, np.int64(3), np.int32(2), 2.0, stride=np.int64(1))
+    for v in (lin.members, lin.gamma, lin.base_in_features, conv.members, conv.gamma, *conv.kernel_size):
+        assert type(v) is int

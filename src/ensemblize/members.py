@@ -16,14 +16,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ._checks import check_int
+
 
 def check_members(members: object) -> int:
-    """Return ``members`` if it is an int ≥ 1, else raise naming the bad value."""
-    if isinstance(members, bool) or not isinstance(members, int):
-        raise TypeError(f"members must be an int >= 1, got {members!r} ({type(members).__name__})")
-    if members < 1:
-        raise ValueError(f"members must be >= 1, got {members}")
-    return members
+    """Return ``members`` as a Python int if it is an integer ≥ 1 (NumPy integers included, bool not).
+
+    Raises TypeError for a non-integer and ValueError below 1, naming ``members`` and the value.
+    """
+    return check_int(members, name="members", minimum=1)
 
 
 def expand(x: Tensor, members: int) -> Tensor:

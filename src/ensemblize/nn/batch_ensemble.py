@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_int
+from .._checks import check_int, check_int_pair
 from ..members import check_members
 from .lome import _check_ensemble_input, _init_member_bias_, _init_rsqrt_uniform_
 
@@ -37,6 +37,11 @@ __all__ = ["BatchEnsembleLinear", "BatchEnsembleConv2d"]
 
 Init = Literal["tabm", "normal", "random-signs"]
 _INITS = ("tabm", "normal", "random-signs")
+
+
+def _check_floating(x: Tensor, layer: str) -> None:
+    if not x.is_floating_point():
+        raise TypeError(f"{layer} expects a floating-point input, got dtype {x.dtype}")
 
 
 def _check_init(init: object, first_layer: object) -> None:
@@ -51,16 +56,14 @@ def _check_chunks(chunks: object, in_features: int, init: str, first_layer: bool
         return None
     if isinstance(chunks, (str, bytes)) or not isinstance(chunks, Sequence) or len(chunks) == 0:
         raise TypeError(f"chunks must be a non-empty sequence of positive ints, got {chunks!r}")
-    for c in chunks:
-        if isinstance(c, bool) or not isinstance(c, int) or c < 1:
-            raise ValueError(f"chunks must hold positive ints, got {c!r} in {list(chunks)}")
+    chunks = tuple(check_int(c, name="chunks entries", minimum=1) for c in chunks)
     if sum(chunks) != in_features:
         raise ValueError(
             f"chunks must sum to in_features={in_features}, got sum {sum(chunks)} ({list(chunks)})"
         )
     if init == "tabm" and not first_layer:
         raise ValueError("chunks only shapes a random r; with init='tabm' pass first_layer=True")
-    return tuple(chunks)
+    return chunks
 
 
 @torch.no_grad()
@@ -154,6 +157,7 @@ class BatchEnsembleLinear(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """``(B, K, in) -> (B, K, out)``."""
         _check_ensemble_input(x, self.members, self.in_features, type(self).__name__)
+        _check_floating(x, type(self).__name__)
         y = F.linear(x * self.r, self.weight) * self.s
         return y if self.bias is None else y + self.bias
 
@@ -162,15 +166,6 @@ class BatchEnsembleLinear(nn.Module):
             f"in_features={self.in_features}, out_features={self.out_features}, members={self.members}, "
             f"bias={self.bias is not None}, init={self.init!r}, first_layer={self.first_layer}"
         )
-
-
-def _pair(value: object, name: str, minimum: int) -> tuple[int, int]:
-    items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
-    if len(items) != 2:
-        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
-    for v in items:
-        check_int(v, name=name, minimum=minimum)
-    return items  # type: ignore[return-value]
 
 
 class BatchEnsembleConv2d(nn.Module):
@@ -216,10 +211,10 @@ class BatchEnsembleConv2d(nn.Module):
         super().__init__()
         self.in_channels = check_int(in_channels, name="in_channels", minimum=1)
         self.out_channels = check_int(out_channels, name="out_channels", minimum=1)
-        self.kernel_size = _pair(kernel_size, "kernel_size", 1)
+        self.kernel_size = check_int_pair(kernel_size, name="kernel_size", minimum=1)
         self.members = check_members(members)
-        self.stride = _pair(stride, "stride", 1)
-        self.padding = _pair(padding, "padding", 0)
+        self.stride = check_int_pair(stride, name="stride", minimum=1)
+        self.padding = check_int_pair(padding, name="padding", minimum=0)
         _check_init(init, first_layer)
         self.init = init
         self.first_layer = first_layer
@@ -253,6 +248,13 @@ class BatchEnsembleConv2d(nn.Module):
                 f"BatchEnsembleConv2d expects input of shape (B·K, C, H, W) with K={k} dividing the "
                 f"leading size and C={self.in_channels}, got {tuple(x.shape)}"
             )
+        _check_floating(x, "BatchEnsembleConv2d")
+        for axis in (0, 1):
+            if x.shape[2 + axis] + 2 * self.padding[axis] < self.kernel_size[axis]:
+                raise ValueError(
+                    f"BatchEnsembleConv2d input {tuple(x.shape)}: spatial size {x.shape[2 + axis]} "
+                    f"(+2·padding {self.padding[axis]}) is smaller than the kernel {self.kernel_size[axis]}"
+                )
         batch = x.shape[0] // k
         weight = self.member_weights().reshape(k * self.out_channels, self.in_channels, *self.kernel_size)
         bias = None if self.bias is None else self.bias.reshape(-1)

@@ -30,25 +30,26 @@ of :mod:`ensemblize.members` viewed as ``(B, M·c/M, ...)``.
 from __future__ import annotations
 
 import math
-from numbers import Real
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ensemblize._checks import check_int
+from ensemblize._checks import check_int, check_int_pair, check_positive
 from ensemblize.members import check_members
 
 __all__ = ["PackedConv2d", "PackedLinear", "packed_widths"]
 
 
 def _check_alpha(alpha: object) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, Real):
-        raise TypeError(f"alpha must be a positive real number, got {alpha!r} ({type(alpha).__name__})")
-    a = float(alpha)
-    if not math.isfinite(a) or a <= 0:
-        raise ValueError(f"alpha must be finite and > 0, got {alpha!r}")
-    return a
+    """``alpha`` as a finite float > 0 (kept for ``models.ensembles.PackedLayers``; prefer ``check_positive``)."""
+    return check_positive(alpha, name="alpha")
+
+
+def _check_flag(value: object, *, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return value
 
 
 def _widths(
@@ -93,11 +94,13 @@ def packed_widths(
     both widths; the message lists the ``gamma`` values that work for this ``alpha`` and the ``alpha``
     values (multiples of 1/4 up to 8) that work for this ``gamma``.
     """
-    check_int(in_channels, name="in_channels")
-    check_int(out_channels, name="out_channels")
-    check_members(members)
+    in_channels = check_int(in_channels, name="in_channels")
+    out_channels = check_int(out_channels, name="out_channels")
+    members = check_members(members)
     a = _check_alpha(alpha)
-    check_int(gamma, name="gamma")
+    gamma = check_int(gamma, name="gamma")
+    first = _check_flag(first, name="first")
+    last = _check_flag(last, name="last")
     c_in, c_out, groups, problem = _widths(in_channels, out_channels, members, a, gamma, first, last)
     if problem is None:
         return c_in, c_out, groups
@@ -141,7 +144,7 @@ class PackedConv2d(nn.Conv2d):
         members: ensemble size ``M``.
         alpha: width factor.
         gamma: groups per member.
-        stride, padding: as ``nn.Conv2d``.
+        stride, padding: as ``nn.Conv2d`` (ints or pairs; ``kernel_size``, ``stride`` ≥ 1, ``padding`` ≥ 0).
         first: the layer reads the raw, shared input (``c_in = in_channels``, ``groups = 1``).
         last: the layer writes ``M · out_channels`` channels.
         bias: add a learnable bias.
@@ -165,14 +168,39 @@ class PackedConv2d(nn.Conv2d):
         c_in, c_out, groups = packed_widths(
             in_channels, out_channels, members, alpha, gamma, first=first, last=last
         )
-        super().__init__(c_in, c_out, kernel_size, stride=stride, padding=padding, groups=groups, bias=bias)
-        self.members = members
+        kernel = check_int_pair(kernel_size, name="kernel_size", minimum=1)
+        strides = check_int_pair(stride, name="stride", minimum=1)
+        pads = check_int_pair(padding, name="padding", minimum=0)
+        bias = _check_flag(bias, name="bias")
+        super().__init__(c_in, c_out, kernel, stride=strides, padding=pads, groups=groups, bias=bias)
+        self.members = check_members(members)
         self.alpha = float(alpha)
-        self.gamma = gamma
+        self.gamma = int(gamma)
         self.first = first
         self.last = last
-        self.base_in_channels = in_channels
-        self.base_out_channels = out_channels
+        self.base_in_channels = int(in_channels)
+        self.base_out_channels = int(out_channels)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(B, c_in, H, W) -> (B, c_out, H', W')``; the input is checked first (rank, channels, size)."""
+        if not isinstance(x, Tensor):
+            raise TypeError(f"PackedConv2d expects a torch.Tensor, got {type(x).__name__}")
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(
+                f"PackedConv2d expects input of shape (B, {self.in_channels}, H, W), got {tuple(x.shape)}"
+            )
+        if not x.is_floating_point():
+            raise TypeError(f"PackedConv2d expects a floating-point input, got dtype {x.dtype}")
+        for axis, k, p in (
+            (2, self.kernel_size[0], self.padding[0]),
+            (3, self.kernel_size[1], self.padding[1]),
+        ):
+            if x.shape[axis] + 2 * p < k:
+                raise ValueError(
+                    f"PackedConv2d input {tuple(x.shape)}: spatial size {x.shape[axis]} (+2·padding {p}) "
+                    f"is smaller than the kernel {k}"
+                )
+        return super().forward(x)
 
     def extra_repr(self) -> str:
         return (
@@ -221,16 +249,17 @@ class PackedLinear(nn.Module):
         c_in, c_out, groups = packed_widths(
             in_features, out_features, members, alpha, gamma, first=first, last=last
         )
+        bias = _check_flag(bias, name="bias")
         self.in_features = c_in
         self.out_features = c_out
         self.groups = groups
-        self.members = members
+        self.members = check_members(members)
         self.alpha = float(alpha)
-        self.gamma = gamma
+        self.gamma = int(gamma)
         self.first = first
         self.last = last
-        self.base_in_features = in_features
-        self.base_out_features = out_features
+        self.base_in_features = int(in_features)
+        self.base_out_features = int(out_features)
         self.weight = nn.Parameter(torch.empty(c_out, c_in // groups))
         self.bias = nn.Parameter(torch.empty(c_out)) if bias else None
         self.reset_parameters()
@@ -243,7 +272,15 @@ class PackedLinear(nn.Module):
             nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: Tensor) -> Tensor:
-        """``(..., c_in) -> (..., c_out)``."""
+        """``(..., c_in) -> (..., c_out)``; at least 1-D, floating point."""
+        if not isinstance(x, Tensor):
+            raise TypeError(f"PackedLinear expects a torch.Tensor, got {type(x).__name__}")
+        if x.dim() == 0:
+            raise ValueError(
+                f"PackedLinear expects input of shape (..., {self.in_features}), got a 0-d tensor (a scalar)"
+            )
+        if not x.is_floating_point():
+            raise TypeError(f"PackedLinear expects a floating-point input, got dtype {x.dtype}")
         if x.shape[-1] != self.in_features:
             raise ValueError(
                 f"PackedLinear expects {self.in_features} input features (last axis), got shape {tuple(x.shape)}"

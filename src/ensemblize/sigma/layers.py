@@ -1,0 +1,57 @@
+"""Find the σNorm layers of a model: the one definition of :func:`sigma_layers`.
+
+The regulariser (:mod:`ensemblize.sigma.regularizer`), the sharing statistics
+(:mod:`ensemblize.sigma.gate_sharing`) and :meth:`ensemblize.SigmaEnsemble.sigma_layers` all select
+layers through this function, so "which σNorm layers" means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from torch import nn
+
+from ..nn.sigma_norm import SigmaNorm
+
+__all__ = ["sigma_layers", "LayerSelection"]
+
+#: A subset of σNorm layers: qualified names as in ``model.named_modules()``, or a predicate
+#: ``(name, layer) -> bool``; ``None`` selects every σNorm layer.
+LayerSelection = Iterable[str] | Callable[[str, SigmaNorm], bool] | None
+
+
+def sigma_layers(model: nn.Module, layers: LayerSelection = None) -> list[tuple[str, SigmaNorm]]:
+    """The σNorm layers of ``model`` as ``(name, layer)`` pairs, in module order.
+
+    Args:
+        model: any module containing σNorm layers (e.g. from :func:`ensemblize.sigma_ensemble`).
+        layers: optional subset, by qualified name or by predicate ``(name, layer) -> bool``.
+
+    Raises:
+        TypeError: ``model`` is not an ``nn.Module``, or ``layers`` is a string (pass a list of names).
+        ValueError: ``model`` has no σNorm layer, a requested name does not exist, or the
+            selection matches no layer.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    found = [(n, m) for n, m in model.named_modules() if isinstance(m, SigmaNorm)]
+    if not found:
+        raise ValueError(
+            f"{type(model).__name__} has no σNorm layer; convert it with ensemblize.sigma_ensemble first"
+        )
+    if layers is None:
+        return found
+    if callable(layers):
+        chosen = [(n, m) for n, m in found if layers(n, m)]
+    else:
+        if isinstance(layers, (str, bytes)):
+            raise TypeError(f"layers must be a list of layer names or a predicate, got the string {layers!r}")
+        wanted = set(layers)
+        names = {n for n, _ in found}
+        unknown = sorted(wanted - names)
+        if unknown:
+            raise ValueError(f"unknown σNorm layer name(s) {unknown}; available: {sorted(names)}")
+        chosen = [(n, m) for n, m in found if n in wanted]
+    if not chosen:
+        raise ValueError("the layer selection matched no σNorm layer")
+    return chosen
