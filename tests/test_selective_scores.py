@@ -44,13 +44,26 @@ def test_scores_equal_loop_references():
     torch.testing.assert_close(negative_entropy(uniform, normalize=True), torch.zeros(3, dtype=torch.float64))
 
 
-def test_scores_keep_leading_axes_and_numpy_in_numpy_out():
-    p = _probs(n=12).reshape(3, 4, 5)
-    assert softmax_response(p).shape == (3, 4)
+def test_member_probabilities_are_averaged_first_and_numpy_in_numpy_out():
+    p = _probs(n=12).reshape(3, 4, 5)  # (N, M, C)
+    pbar = p.mean(dim=1)
+    torch.testing.assert_close(softmax_response(p), pbar.amax(-1))
     out = softmax_power(p.numpy(), 2.0)
-    assert isinstance(out, np.ndarray)
-    np.testing.assert_allclose(out, p.numpy().max(-1) ** 2)
-    np.testing.assert_allclose(negative_entropy(p.numpy()), negative_entropy(p).numpy())
+    assert isinstance(out, np.ndarray) and out.shape == (3,)
+    np.testing.assert_allclose(out, pbar.numpy().max(-1) ** 2)
+    np.testing.assert_allclose(negative_entropy(p.numpy()), negative_entropy(pbar).numpy())
+    with pytest.raises(ValueError, match=r"\(N, C\) or \(N, M, C\)"):
+        softmax_response(p.reshape(3, 2, 2, 5))
+
+
+def test_one_definition_of_each_score():
+    import ensemblize as ez
+    from ensemblize.metrics import confidence
+
+    assert ez.selective.negative_entropy is ez.metrics.negative_entropy is confidence.negative_entropy
+    assert ez.selective.softmax_response is ez.metrics.softmax_response is ez.metrics.max_probability
+    assert ez.selective.softmax_power is ez.metrics.softmax_power
+    assert ez.selective.deep_gamblers_confidence is ez.metrics.deep_gamblers_confidence
 
 
 def test_negative_entropy_gradient_equals_derivative():
@@ -78,8 +91,9 @@ def test_deep_gamblers_confidence_is_one_minus_abstain_probability():
 @pytest.mark.parametrize(
     ("bad", "match"),
     [
-        (torch.randn(4, 3) * 3, r"\[0, 1\].*logits"),
-        (torch.full((4, 3), 0.5), "sum to 1"),
+        (torch.randn(4, 3) * 3, "negative probability"),
+        (torch.rand(4, 3) * 3, "not logits"),
+        (torch.full((4, 3), 0.5), "sums to"),
         (torch.tensor([[0.5, float("nan")]]), "non-finite"),
     ],
 )

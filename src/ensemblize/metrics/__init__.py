@@ -10,8 +10,9 @@ averaged on probabilities, ``p̄ = mean_m p_m``); ``labels`` ``(N,)`` ints; conf
 * calibration: :func:`accuracy`, :func:`nll`, :func:`brier`, :func:`ece`, :func:`reliability`,
   :func:`member_average`
 * OOD: :func:`ood_auroc`, :func:`ood_aupr`, :func:`fpr_at_tpr`
-* confidence scores: :func:`max_probability`, :func:`negative_entropy`,
-  :func:`negative_mutual_information`, :func:`negative_energy`
+* confidence scores (their one home, :mod:`ensemblize.metrics.confidence`): :func:`softmax_response`
+  (alias :func:`max_probability`), :func:`softmax_power`, :func:`negative_entropy`,
+  :func:`negative_mutual_information`, :func:`negative_energy`, :func:`deep_gamblers_confidence`
 * selective: :func:`risk_coverage`, :func:`aurc`, :func:`eaurc`, :func:`augrc`,
   :func:`risk_at_coverage`, :func:`coverage_at_risk`
 * diversity: :func:`disagreement`, :func:`pairwise_kl`, :func:`mutual_information`,
@@ -22,11 +23,14 @@ from __future__ import annotations
 
 from .calibration import ReliabilityBins, accuracy, brier, ece, member_average, nll, reliability
 from .confidence import (
+    deep_gamblers_confidence,
     max_probability,
     mutual_information_per_sample,
     negative_energy,
     negative_entropy,
     negative_mutual_information,
+    softmax_power,
+    softmax_response,
 )
 from .diversity import ambiguity, disagreement, mutual_information, pairwise_kl
 from .ood import fpr_at_tpr, ood_aupr, ood_auroc
@@ -71,7 +75,10 @@ __all__ = [
     "ReliabilityBins",
     "member_average",
     # confidence scores
+    "softmax_response",
     "max_probability",
+    "softmax_power",
+    "deep_gamblers_confidence",
     "negative_entropy",
     "negative_mutual_information",
     "mutual_information_per_sample",

@@ -5,7 +5,7 @@
 * losses — :class:`SelectiveNetLoss`, :class:`SyncLoss` (SYNC: ``g`` synchronised with a softmax
   score such as SMP ``(max p)^γ``), :class:`DeepGamblersLoss`;
 * scores — :func:`softmax_response`, :func:`softmax_power`, :func:`negative_entropy`,
-  :func:`deep_gamblers_confidence`;
+  :func:`deep_gamblers_confidence` (defined once, in :mod:`ensemblize.metrics.confidence`);
 * thresholds — :func:`threshold_for_coverage` (fit on validation), :func:`coverage_achieved`;
 * evaluation — :func:`selective_report`, :func:`selective_net_report` ("w/o SR" vs "w/ SR"),
   :func:`predict_selective`.
@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from ..metrics.confidence import deep_gamblers_confidence, negative_entropy, softmax_power, softmax_response
 from .evaluate import (
     DEFAULT_COVERAGES,
     SelectivePredictions,
@@ -23,7 +24,6 @@ from .evaluate import (
 )
 from .losses import DeepGamblersLoss, SelectiveNetLoss, SyncLoss
 from .net import SelectiveNet, SelectiveOutput
-from .scores import deep_gamblers_confidence, negative_entropy, softmax_power, softmax_response
 from .thresholds import coverage_achieved, threshold_for_coverage
 
 __all__ = [

@@ -18,8 +18,9 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import check_fraction, check_labels, check_positive
+from ..metrics._validate import probabilities as check_probabilities
+from ..metrics.confidence import _negative_entropy, _softmax_power, _softmax_response
 from .net import SelectiveOutput
-from .scores import _negative_entropy, _softmax_power, _softmax_response, check_probabilities
 
 __all__ = ["SelectiveNetLoss", "SyncLoss", "DeepGamblersLoss"]
 
