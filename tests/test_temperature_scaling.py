@@ -1,0 +1,62 @@
+"""Temperature scaling (a baseline, in models/): the fitted T minimises the validation NLL; bad input is named."""
+
+import numpy as np
+import pytest
+import torch
+
+from ensemblize import calibration
+from ensemblize.models.temperature_scaling import TemperatureScaled, fit_temperature
+
+
+def _nll(z, y, t):
+    logp = torch.logsumexp(torch.log_softmax(z / t, -1), dim=1) - np.log(z.shape[1])
+    return float(-logp[torch.arange(len(y)), y].mean())
+
+
+@pytest.mark.parametrize("members", [1, 3])
+def test_fitted_temperature_is_the_grid_minimiser_of_the_nll(members):
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(200, members, 4, generator=gen, dtype=torch.float64) * 3
+    y = z.mean(1).argmax(1)
+    flip = torch.rand(200, generator=gen) < 0.3
+    y = torch.where(flip, (y + 1) % 4, y)
+    t = fit_temperature(z if members > 1 else z[:, 0], y)
+    grid = np.exp(np.linspace(np.log(0.2), np.log(20), 2001))
+    best = grid[np.argmin([_nll(z, y, g) for g in grid])]
+    assert t == pytest.approx(best, rel=5e-3)
+    assert _nll(z, y, t) <= min(_nll(z, y, g) for g in grid) + 1e-9
+
+
+def test_the_old_import_path_is_the_same_object():
+    assert (
+        calibration.fit_temperature is fit_temperature and calibration.TemperatureScaled is TemperatureScaled
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "exc", "match"),
+    [
+        ((np.zeros((3, 2)), torch.zeros(3, dtype=torch.long)), TypeError, "torch.Tensor"),
+        ((torch.zeros(3, 2, dtype=torch.long), torch.zeros(3, dtype=torch.long)), TypeError, "floating"),
+        ((torch.zeros(0, 2), torch.zeros(0, dtype=torch.long)), ValueError, "N >= 1"),
+        ((torch.zeros(3, 2), torch.zeros(4, dtype=torch.long)), ValueError, "matching labels"),
+        ((torch.full((3, 2), float("nan")), torch.zeros(3, dtype=torch.long)), ValueError, "non-finite"),
+        ((torch.zeros(3, 2), torch.full((3,), 5)), ValueError, "outside"),
+    ],
+)
+def test_fit_temperature_bad_input(args, exc, match):
+    with pytest.raises(exc, match=match):
+        fit_temperature(*args)
+
+
+@pytest.mark.parametrize(
+    ("t", "exc"), [(0.0, ValueError), (-1, ValueError), (float("nan"), ValueError), ("1", TypeError)]
+)
+def test_temperature_scaled_rejects_bad_temperature(t, exc):
+    with pytest.raises(exc, match="temperature"):
+        TemperatureScaled(torch.nn.Identity(), t)
+
+
+def test_temperature_scaled_divides_logits():
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(TemperatureScaled(torch.nn.Identity(), 2.0)(x), x / 2)
