@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from ensemblize.models.ensembles import count_parameters
-from ensemblize.models.registry import MODEL_NAMES, build_model
+from ensemblize.models.registry import IMAGE_MODELS, MODEL_NAMES, build_model
 from ensemblize.models.vit import default_patch_size
 
 # small configurations so the suite stays fast; defaults are checked separately
@@ -20,7 +20,7 @@ TINY = {
 INPUTS = [(1, 8), (3, 32)]  # (channels, side): digits, CIFAR
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", IMAGE_MODELS)
 @pytest.mark.parametrize(("channels", "side"), INPUTS)
 def test_eval_output_does_not_depend_on_batch_composition(name, channels, side):
     torch.manual_seed(0)
@@ -41,7 +41,7 @@ def test_eval_output_does_not_depend_on_batch_composition(name, channels, side):
         torch.testing.assert_close(model(other)[:1], y[:1], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", IMAGE_MODELS)
 def test_norms_are_modules_sigma_ensemble_can_find(name):
     model = build_model(name, in_channels=1, num_classes=10, image_size=8, **TINY[name])
     kinds = {type(m) for m in model.modules()}

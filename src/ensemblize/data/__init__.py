@@ -1,4 +1,12 @@
-"""Data that works offline: embedded images (digits), CIFAR from disk, tabular tables, shifts and OOD sets.
+"""Data that works offline: embedded images (digits), MNIST-1D, CIFAR from disk, tables, shifts and OOD sets.
+
+* :mod:`ensemblize.data.datasets` — ``load_dataset(name, *, seed, train_size=None, heldout=False,
+  root=None)``: any classification dataset by name (digits, mnist1d, cifar10, cifar100) as a
+  ``Benchmark`` (splits + its shift function + its OOD sets); what experiments call.
+* :mod:`ensemblize.data.mnist1d` — ``load_mnist1d``: MNIST-1D generated offline by the ``mnist1d``
+  package (4,000 / 1,000 signals of length 40), seeded stratified validation split, ``train_size``.
+* :mod:`ensemblize.data.shifts1d` — ``shift_signals(signals, kind, severity, seed)``: six 1-D shifts.
+* :mod:`ensemblize.data.ood1d` — far-OOD signal sets and the MNIST-1D class hold-out.
 
 * :mod:`ensemblize.data.images` — ``load_digits`` (sklearn's 1,797 real 8×8 images, seeded
   stratified split, train-split normalisation) and ``load_cifar`` (CIFAR-10/100 from disk, binary or
@@ -17,6 +25,14 @@ _ATTRIBUTES = {
     "load_digits": "ensemblize.data.images",
     "load_cifar": "ensemblize.data.images",
     "load_images": "ensemblize.data.images",
+    "subsample_train": "ensemblize.data.images",
+    "load_mnist1d": "ensemblize.data.mnist1d",
+    "load_dataset": "ensemblize.data.datasets",
+    "Benchmark": "ensemblize.data.datasets",
+    "DATASETS": "ensemblize.data.datasets",
+    "shift_signals": "ensemblize.data.shifts1d",
+    "SIGNAL_SHIFTS": "ensemblize.data.shifts1d",
+    "signal_ood_sets": "ensemblize.data.ood1d",
     "corrupt": "ensemblize.data.corruptions",
     "corrupt_dataset": "ensemblize.data.corruptions",
     "parse_corruptions": "ensemblize.data.corruptions",
@@ -28,6 +44,6 @@ _ATTRIBUTES = {
     "TabularPreprocessor": "ensemblize.data.tabular",
     "TabularDataset": "ensemblize.data.tabular",
 }
-_SUBMODULES = ("images", "corruptions", "ood", "tabular")
+_SUBMODULES = ("images", "corruptions", "ood", "tabular", "datasets", "mnist1d", "shifts1d", "ood1d")
 
 __getattr__, __dir__, __all__ = lazy_namespace(__name__, _ATTRIBUTES, _SUBMODULES)

@@ -26,16 +26,26 @@ from torch import Tensor
 
 from .._checks import check_fraction
 
-__all__ = ["ImageSplits", "load_digits", "load_cifar", "load_images", "split_and_normalize"]
+__all__ = [
+    "ImageSplits",
+    "load_cifar",
+    "load_digits",
+    "load_images",
+    "split_and_normalize",
+    "subsample_train",
+]
 
 
 @dataclass
 class ImageSplits:
-    """Train / validation / test images, normalised with the train split's statistics.
+    """Train / validation / test inputs, normalised with the train split's statistics.
 
-    ``x_*`` are float32 tensors ``(N, C, H, W)`` in normalised units; ``y_*`` int64 labels in
-    ``[0, num_classes)``. ``mean`` and ``std`` are per-channel ``(C,)`` tensors of the [0, 1]-scaled
-    train pixels; :meth:`normalize` / :meth:`denormalize` move between [0, 1] pixels and model inputs.
+    The splits of every classification dataset in the project (images and 1-D signals alike):
+    ``x_*`` are float32 tensors ``(N, C, H, W)`` for images or ``(N, C, L)`` for signals (MNIST-1D),
+    in normalised units; ``y_*`` int64 labels in ``[0, num_classes)``. ``mean`` and ``std`` are
+    per-channel ``(C,)`` tensors of the train split's *raw* inputs ([0, 1]-scaled pixels for images,
+    the generator's units for signals); :meth:`normalize` / :meth:`denormalize` move between raw
+    inputs and model inputs, for any number of trailing axes.
     """
 
     name: str
@@ -52,24 +62,36 @@ class ImageSplits:
 
     @property
     def in_channels(self) -> int:
+        """Input channels ``C``."""
         return int(self.x_train.shape[1])
 
     @property
     def image_size(self) -> int:
+        """The last axis' size: the image width ``W`` (images are square) or the signal length ``L``."""
         return int(self.x_train.shape[-1])
 
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """One input's shape: ``(C, H, W)`` or ``(C, L)``."""
+        return tuple(int(s) for s in self.x_train.shape[1:])
+
+    def _per_channel(self, stat: Tensor, x: Tensor) -> Tensor:
+        return stat.view(1, -1, *([1] * (x.dim() - 2)))
+
     def normalize(self, x01: Tensor | np.ndarray) -> Tensor:
-        """[0, 1] pixels ``(N, C, H, W)`` -> model inputs."""
+        """Raw inputs (``[0, 1]`` pixels ``(N, C, H, W)`` or signals ``(N, C, L)``) -> model inputs."""
         x = torch.as_tensor(x01, dtype=torch.float32)
-        return (x - self.mean.view(1, -1, 1, 1)) / self.std.view(1, -1, 1, 1)
+        return (x - self._per_channel(self.mean, x)) / self._per_channel(self.std, x)
 
     def denormalize(self, x: Tensor) -> Tensor:
-        """Model inputs -> [0, 1] pixels (not clipped)."""
-        return x * self.std.view(1, -1, 1, 1) + self.mean.view(1, -1, 1, 1)
+        """Model inputs -> raw inputs (not clipped)."""
+        return x * self._per_channel(self.std, x) + self._per_channel(self.mean, x)
 
     def describe(self) -> str:
+        """One line: name, input shape, classes and split sizes."""
+        shape = "×".join(str(s) for s in self.input_shape)
         return (
-            f"{self.name}: {self.in_channels}×{self.image_size}×{self.image_size}, {self.num_classes} classes, "
+            f"{self.name}: {shape}, {self.num_classes} classes, "
             f"train/val/test = {len(self.y_train)}/{len(self.y_val)}/{len(self.y_test)}"
         )
 
@@ -144,6 +166,33 @@ def split_and_normalize(
         num_classes=len(names),
         class_names=tuple(names),
     )
+
+
+def subsample_train(splits: ImageSplits, train_size: int, *, seed: int) -> ImageSplits:
+    """``splits`` with a seeded, stratified subset of ``train_size`` training examples (a low-data regime).
+
+    Validation and test sets, the normalisation statistics (``mean`` / ``std`` of the *full* train
+    split) and the class names are kept, so runs at different ``train_size`` are evaluated on the
+    same data in the same units. ``train_size`` equal to the train split's size returns it unchanged.
+    Raises ValueError unless ``num_classes <= train_size <= len(y_train)``.
+    """
+    from dataclasses import replace
+
+    from .._checks import check_int
+
+    available = len(splits.y_train)
+    train_size = check_int(train_size, name="train_size", minimum=splits.num_classes)
+    if train_size > available:
+        raise ValueError(
+            f"train_size={train_size} exceeds the {available} examples of {splits.name}'s train split"
+        )
+    if train_size == available:
+        return splits
+    keep, _ = train_test_split(
+        np.arange(available), train_size=train_size, random_state=seed, stratify=splits.y_train.numpy()
+    )
+    keep = np.sort(keep)
+    return replace(splits, x_train=splits.x_train[keep], y_train=splits.y_train[keep])
 
 
 def load_digits(

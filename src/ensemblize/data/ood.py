@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from .._checks import check_int
+from ._names import parse_names
 from .images import ImageSplits, load_digits
 
 __all__ = [
@@ -188,17 +189,7 @@ def photo_crops(
 
 def parse_ood_names(spec: str | Iterable[str]) -> tuple[str, ...]:
     """``"gaussian,photos"`` (or an iterable, or ``"all"``) -> validated tuple of :data:`NAMES`."""
-    names = [s.strip() for s in spec.split(",") if s.strip()] if isinstance(spec, str) else list(spec)
-    if names == ["all"]:
-        return NAMES
-    if not names:
-        raise ValueError(f"no OOD set named; valid names: {', '.join(NAMES)}")
-    bad = [s for s in names if s not in NAMES]
-    if bad:
-        raise ValueError(f"unknown OOD set(s) {bad}; valid names: {', '.join(NAMES)} (or 'all')")
-    if len(set(names)) != len(names):
-        raise ValueError(f"OOD set names repeat: {names}")
-    return tuple(names)
+    return parse_names(spec, NAMES, what="OOD set")
 
 
 def ood_sets(

@@ -1,4 +1,4 @@
-"""Backbones for small images and tables; every one is convertible by :func:`ensemblize.sigma_ensemble`.
+"""Backbones for small images, 1-D signals and tables; every one is convertible by :func:`ensemblize.sigma_ensemble`.
 
 ``build_model(name, *, in_channels, num_classes, image_size, **kw)`` builds one by name;
 ``build_ensemble(method, name, *, members, ...)`` builds single / deep / BatchEnsemble / Packed /
@@ -17,6 +17,12 @@ _ATTRIBUTES = {
     "wide_resnet28": "ensemblize.models.wide_resnet",
     "ViT": "ensemblize.models.vit",
     "vit_small": "ensemblize.models.vit",
+    "ResNet1d": "ensemblize.models.resnet1d",
+    "resnet1d": "ensemblize.models.resnet1d",
+    "Transformer1d": "ensemblize.models.transformer1d",
+    "transformer1d": "ensemblize.models.transformer1d",
+    "IMAGE_MODELS": "ensemblize.models.registry",
+    "SIGNAL_MODELS": "ensemblize.models.registry",
     "build_model": "ensemblize.models.registry",
     "MODEL_NAMES": "ensemblize.models.registry",
     "build_ensemble": "ensemblize.models.registry",

@@ -1,8 +1,10 @@
 """Build backbones and ensembles by name.
 
 ``build_model(name, *, in_channels, num_classes, image_size, **kw)`` returns a plain backbone
-``(B, C, H, W) -> (B, num_classes)``; ``build_ensemble(method, name, *, members, ...)`` returns an
-ensemble ``(B, C, H, W) -> (B, M, num_classes)``.
+``(B, C, H, W) -> (B, num_classes)`` for an image model (:data:`IMAGE_MODELS`) or
+``(B, C, L) -> (B, num_classes)`` for a signal model (:data:`SIGNAL_MODELS`, where ``image_size``
+is the signal length ``L``); ``build_ensemble(method, name, *, members, ...)`` returns an ensemble
+``(B, ...) -> (B, M, num_classes)`` of either.
 """
 
 from __future__ import annotations
@@ -14,15 +16,29 @@ from torch import nn
 from ensemblize.members import check_members
 from ensemblize.models.resnet import Layers, check_channels
 
-__all__ = ["ENSEMBLE_METHODS", "LAYERED_MODELS", "MODEL_NAMES", "build_ensemble", "build_model"]
+__all__ = [
+    "ENSEMBLE_METHODS",
+    "IMAGE_MODELS",
+    "LAYERED_MODELS",
+    "MODEL_NAMES",
+    "SIGNAL_MODELS",
+    "build_ensemble",
+    "build_model",
+]
 
-MODEL_NAMES: tuple[str, ...] = ("resnet_small", "resnet18", "wrn28", "vit_small")
+IMAGE_MODELS: tuple[str, ...] = ("resnet_small", "resnet18", "wrn28", "vit_small")
+"""Backbones for images ``(B, C, H, W)``."""
+
+SIGNAL_MODELS: tuple[str, ...] = ("resnet1d", "transformer1d")
+"""Backbones for 1-D signals ``(B, C, L)`` (MNIST-1D)."""
+
+MODEL_NAMES: tuple[str, ...] = IMAGE_MODELS + SIGNAL_MODELS
 """Names accepted by :func:`build_model`."""
 
 ENSEMBLE_METHODS: tuple[str, ...] = ("single", "deep", "batchensemble", "packed", "sigma")
 """Methods accepted by :func:`build_ensemble`."""
 
-LAYERED_MODELS: tuple[str, ...] = ("resnet_small", "resnet18", "wrn28")
+LAYERED_MODELS: tuple[str, ...] = ("resnet_small", "resnet18", "wrn28", "resnet1d")
 """Backbones built through a layer factory, hence available as "packed" and "batchensemble"."""
 
 
@@ -40,9 +56,17 @@ def _build(
         raise ValueError(f"unknown model name {name!r}; choose one of {list(MODEL_NAMES)}")
     _check_image_size(image_size)
     common = {"in_channels": in_channels, "num_classes": num_classes}
+    if name in ("vit_small", "transformer1d") and layers is not None:
+        raise ValueError(f"{name!r} has no layer factory; layered models are {list(LAYERED_MODELS)}")
+    if name == "transformer1d":
+        from ensemblize.models.transformer1d import transformer1d
+
+        return transformer1d(length=image_size, **common, **kw)
+    if name == "resnet1d":
+        from ensemblize.models.resnet1d import resnet1d
+
+        return resnet1d(**common, layers=layers, **kw)
     if name == "vit_small":
-        if layers is not None:
-            raise ValueError(f"{name!r} has no layer factory; layered models are {list(LAYERED_MODELS)}")
         from ensemblize.models.vit import vit_small
 
         return vit_small(image_size=image_size, **common, **kw)
@@ -56,12 +80,17 @@ def _build(
 
 
 def build_model(name: str, *, in_channels: int, num_classes: int, image_size: Any, **kw: Any) -> nn.Module:
-    """A plain backbone ``(B, in_channels, H, W) -> (B, num_classes)`` by name.
+    """A plain backbone ``(B, in_channels, H, W) -> (B, num_classes)`` (``(B, in_channels, L)`` for
+    signal models) by name.
 
     Names (:data:`MODEL_NAMES`): ``"resnet_small"`` (ResNet-8, widths 16/32/64; ``width``),
     ``"resnet18"`` (CIFAR ResNet-18; ``width``), ``"wrn28"`` (WRN-28-k; ``widen_factor``, ``dropout``),
-    ``"vit_small"`` (``patch_size``, ``dim``, ``depth``, ``heads``, ``mlp_ratio``, ``dropout``, ``pool``).
-    ``image_size`` (int or ``(H, W)``) sizes the ViT's position embedding and is validated for all.
+    ``"vit_small"`` (``patch_size``, ``dim``, ``depth``, ``heads``, ``mlp_ratio``, ``dropout``, ``pool``);
+    for signals ``"resnet1d"`` (Conv1d + BatchNorm1d ResNet, widths 32/64/128; ``width``, ``blocks``,
+    ``stem_kernel``) and ``"transformer1d"`` (patch embedding + LayerNorm blocks; ``patch_size``,
+    ``dim``, ``depth``, ``heads``, ``mlp_ratio``, ``dropout``, ``pool``).
+    ``image_size`` (int or ``(H, W)``; the signal length for signal models) sizes the ViT's and the
+    1-D transformer's position embeddings and is validated for all.
     Extra keywords go to the constructor; an unknown one raises ``TypeError``.
     """
     return _build(
