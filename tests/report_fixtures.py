@@ -76,7 +76,7 @@ def make_evals(seeds: int = 2) -> dict[str, list[FakeEvaluation]]:
     }
 
 
-def make_run_folder(out: Path, *, seeds: int = 2, experiment: bool = False) -> Path:
+def make_run_folder(out: Path, *, seeds: int = 2, experiment: bool = False, figures: bool = True) -> Path:
     """A run folder like ``ensemblize run`` writes: results.json, run.json and the evaluation figures."""
     from ensemblize.report.figures import evaluation_figures
 
@@ -119,5 +119,6 @@ def make_run_folder(out: Path, *, seeds: int = 2, experiment: bool = False) -> P
         )
         (out / "table.md").write_text("| method | accuracy |\n|---|---|\n| single | 0.9 |\n")
     (out / "run.json").write_text(json.dumps(run))
-    evaluation_figures(evals, out)
+    if figures:
+        evaluation_figures(evals, out)
     return out

@@ -210,7 +210,7 @@ def test_evaluation_figures_writes_pngs(tmp_path):
 
 def test_import_switches_no_backend():
     code = (
-        "import matplotlib; matplotlib.use('svg'); import ensemblize.report.figures, ensemblize.report.style; "
+        "import matplotlib; matplotlib.use('svg'); import ensemblize.report.figures, ensemblize.report.html; "
         "import sys; assert matplotlib.get_backend() == 'svg', matplotlib.get_backend(); "
         "assert 'matplotlib.pyplot' not in sys.modules"
     )
