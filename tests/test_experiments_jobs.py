@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from ensemblize.experiments.jobs import (
+    Execution,
     Job,
     OptionError,
     execute,
+    experiment_folder,
     merged_records,
-    prepare_run_folder,
-    run_experiment,
     run_jobs,
-    run_lock,
 )
+from ensemblize.run_folder import RunFolderError, read_manifest
 
 
 def toy_job(*, name: str, seed: int, delay: float = 0.0, marker: str | None = None) -> list[dict]:
@@ -113,42 +113,51 @@ def test_rerun_into_the_same_folder_skips_finished_jobs(tmp_path: Path):
 
 def test_a_failing_job_names_itself_and_keeps_finished_ones(tmp_path: Path):
     jobs = [*_jobs((0,)), Job.make("toy", failing_job, "broken n=7", n=7)]
-    with pytest.raises(RuntimeError, match="broken n=7") as err:
+    with pytest.raises(ArithmeticError, match="no 7") as err:
         with ThreadPoolExecutor(1) as pool:
             run_jobs(jobs, out=tmp_path, executor=pool, quiet=True)
-    assert isinstance(err.value.__cause__, ArithmeticError)
+    assert "in job 'broken n=7'" in err.value.__notes__[0]
     assert (tmp_path / "jobs" / f"{jobs[0].key}.json").is_file()
 
 
-def test_run_folder_rules(tmp_path: Path):
+def _experiment(out: Path, execution: Execution, settings=None):
+    with experiment_folder(
+        out, experiment="toy", settings=settings or {"epochs": 1}, execution=execution
+    ) as f:
+        return f.run(_jobs((0, 0)))
+
+
+def test_experiment_folder_rules(tmp_path: Path):
     out = tmp_path / "run"
-    results = run_experiment("toy", _jobs((0, 0)), out=out, settings={"epochs": 1}, quiet=True)
+    results = _experiment(out, Execution(quiet=True))
     assert json.loads((out / "results.json").read_text())[1]["seed"] == merged_records(results)[1]["seed"]
-    with pytest.raises(OptionError, match="--resume to continue") as err:
-        prepare_run_folder(out, experiment="toy", settings={"epochs": 1})
-    assert err.value.option == "--out"
-    with pytest.raises(OptionError, match=r"epochs: 1 -> 2"):
-        prepare_run_folder(out, experiment="toy", settings={"epochs": 2}, resume=True)
-    with pytest.raises(OptionError, match="'toy' run, not 'other'"):
-        prepare_run_folder(out, experiment="other", settings={"epochs": 1}, resume=True)
-    again = run_experiment("toy", _jobs((0, 0)), out=out, settings={"epochs": 1}, resume=True, quiet=True)
+    manifest = read_manifest(out)
+    assert manifest["config"] == {"experiment": "toy", "epochs": 1}
+    assert {"results.json", f"jobs/{results[0].job.key}.json"} <= set(manifest["files"])
+    with pytest.raises(RunFolderError, match="--resume"):
+        _experiment(out, Execution(quiet=True))
+    with pytest.raises(RunFolderError, match=r"epochs: stored 1, now 2"):
+        _experiment(out, Execution(quiet=True, resume=True), settings={"epochs": 2})
+    again = _experiment(out, Execution(quiet=True, resume=True))
     assert all(r.resumed for r in again)
-    prepare_run_folder(out, experiment="toy", settings={"epochs": 2}, overwrite=True)
-    assert not (out / "jobs").exists() and not (out / "results.json").exists()
-    (tmp_path / "file").write_text("x")
-    with pytest.raises(OptionError, match="not a folder"):
-        prepare_run_folder(tmp_path / "file", experiment="toy", settings={})
+    with pytest.raises(OptionError, match="not both"):
+        _experiment(out, Execution(quiet=True, resume=True, overwrite=True))
+    fresh = _experiment(out, Execution(quiet=True, overwrite=True))
+    assert not any(r.resumed for r in fresh)
 
 
-def test_lock_refuses_a_second_writer(tmp_path: Path):
-    with run_lock(tmp_path):
-        with pytest.raises(OptionError, match="another process"):
-            with run_lock(tmp_path):
-                pass
-    (tmp_path / ".lock").write_text("nohost 1")  # another host's lock is respected
-    with pytest.raises(OptionError, match="another process"):
-        with run_lock(tmp_path):
-            pass
+def test_an_interrupted_experiment_has_no_manifest_and_resumes(tmp_path: Path):
+    out = tmp_path / "run"
+    with pytest.raises(ArithmeticError, match="no 1"):
+        with experiment_folder(out, experiment="toy", settings={}, execution=Execution(quiet=True)) as f:
+            f.run([*_jobs((0,)), Job.make("toy", failing_job, "broken n=1", n=1)])
+    with pytest.raises(RunFolderError, match="did not finish"):
+        read_manifest(out)
+    with experiment_folder(
+        out, experiment="toy", settings={}, execution=Execution(quiet=True, resume=True)
+    ) as f:
+        results = f.run(_jobs((0,)))
+    assert results[0].resumed and read_manifest(out)["complete"] is True
 
 
 def test_progress_lines_without_a_terminal_and_quiet(capsys):

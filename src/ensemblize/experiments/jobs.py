@@ -21,9 +21,10 @@ Job function contract
     experiment's figures need (e.g. reliability bins). Records and extras are round-tripped through
     JSON, so a record read back from a resumed run equals a freshly computed one.
 
-``execute(job, *, threads=None) -> JobResult``
+``execute(job, *, threads=None, progress=False) -> JobResult``
     Run one job in this process (what every executor runs). ``threads`` sets torch's intra-op
-    threads first.
+    threads first; ``progress`` is what ``training_progress()`` returns inside the job (True only
+    for in-process runs that are not quiet: job functions pass it to ``fit(progress=...)``).
 
 ``run_jobs(jobs, *, out=None, workers=None, scheduler=None, executor=None, quiet=False, describe=None) -> list[JobResult]``
     * default: every job in this process, in order;
@@ -32,7 +33,8 @@ Job function contract
       extra; a clear ImportError when ``distributed`` is missing), one torch thread per job;
     * ``executor=E``: any ``concurrent.futures.Executor`` you manage yourself.
 
-    Results come back in the order of ``jobs`` whatever the completion order. With ``out``, each
+    Results come back in the order of ``jobs`` whatever the completion order. A job's exception
+    propagates unchanged (with a note naming the job); jobs already finished keep their files. With ``out``, each
     finished job's records are written atomically to ``out/jobs/<key>.json`` (by this process, so
     workers need no shared file system for records; checkpoints a job writes itself do need it),
     and a job whose file is already there is not run again: an interrupted sweep resumes.
@@ -41,16 +43,19 @@ Job function contract
     both. ``describe(records) -> str`` gives the per-job summary (default: the first record's main
     metric and ``train_seconds``, formatted as the tables format them).
 
-``prepare_run_folder(out, *, experiment, settings, resume=False, overwrite=False) -> Path``
-    Refuse an existing non-empty ``out`` unless ``resume`` (the same experiment with the same
-    settings; a difference is an :class:`OptionError` naming the differing fields) or ``overwrite``
-    (this module's files there — ``jobs/``, ``results.json``, ``plan.json`` — are removed first).
-    Writes ``out/plan.json`` (experiment and settings).
+``experiment_folder(out, *, experiment, settings, execution=None)`` (a context manager)
+    Opens ``out`` through :class:`ensemblize.run_folder.RunFolder`: one writer at a time; an existing
+    non-empty folder is refused unless ``execution.resume`` (the same experiment and settings — a
+    difference is refused, naming it) or ``execution.overwrite``. ``folder.run(jobs, describe=...)``
+    runs the jobs into it and writes the merged ``results.json``; the experiment then writes its
+    tables and figures, and the manifest is written when the block ends without an error.
+    :class:`Execution` bundles how to run (``workers``, ``scheduler``, ``executor``, ``resume``,
+    ``overwrite``, ``quiet``, ``threads``, ``wide``); every experiment function takes one::
 
-``run_experiment(experiment, jobs, *, out, settings, workers=None, scheduler=None, executor=None, resume=False, overwrite=False, quiet=False, describe=None) -> list[JobResult]``
-    The usual sequence: take the folder lock (``out/.lock``; a second process writing the same
-    folder is refused), :func:`prepare_run_folder`, :func:`run_jobs`, then write the merged records
-    to ``out/results.json``.
+        with experiment_folder(out, experiment="compare", settings=settings, execution=ex) as folder:
+            results = folder.run(jobs, describe=summary)
+            records = merged_records(results)
+            ...  # tables, figures into out
 
 ``merged_records(results) -> list[dict]``
     The records of every result, in job order.
@@ -67,8 +72,6 @@ import importlib
 import json
 import math
 import os
-import shutil
-import socket
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -78,22 +81,41 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "Execution",
     "Job",
     "JobResult",
     "OptionError",
     "execute",
     "run_jobs",
-    "run_experiment",
-    "prepare_run_folder",
+    "experiment_folder",
+    "ExperimentFolder",
     "merged_records",
     "make_executor",
-    "run_lock",
+    "training_progress",
 ]
 
 JOBS_DIR = "jobs"
-PLAN_FILE = "plan.json"
-LOCK_FILE = ".lock"
-_OWN_FILES = (JOBS_DIR, PLAN_FILE, "results.json")
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How an experiment's jobs run; nothing here changes a record (apart from timing fields).
+
+    ``workers``: local processes (None/0: in this process); ``scheduler``: a Dask scheduler address;
+    ``executor``: any ``concurrent.futures.Executor`` you manage; ``resume`` / ``overwrite``: what to
+    do with an existing run folder (:func:`experiment_folder`); ``quiet``: no progress and no table;
+    ``threads``: torch intra-op threads of in-process jobs (pool and Dask jobs use one each);
+    ``wide``: print every metric in one console table instead of tables ≤ 100 characters wide.
+    """
+
+    workers: int | None = None
+    scheduler: str | None = None
+    executor: Executor | None = None
+    resume: bool = False
+    overwrite: bool = False
+    quiet: bool = False
+    threads: int = 1
+    wide: bool = False
 
 
 class OptionError(ValueError):
@@ -213,14 +235,30 @@ def _roundtrip(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=_json_default))
 
 
-def execute(job: Job, *, threads: int | None = None) -> JobResult:
-    """Run ``job`` in this process and return its :class:`JobResult` (what every executor runs)."""
+_SHOW_TRAINING = [False]
+
+
+def training_progress() -> bool:
+    """Whether the running job may show its training progress: only in a run in this process that
+    is not quiet (on workers, per-epoch lines of several jobs would interleave)."""
+    return _SHOW_TRAINING[0]
+
+
+def execute(job: Job, *, threads: int | None = None, progress: bool = False) -> JobResult:
+    """Run ``job`` in this process and return its :class:`JobResult` (what every executor runs).
+
+    ``threads``: set torch's intra-op threads first; ``progress``: what :func:`training_progress`
+    tells the job function."""
     if threads is not None:
         import torch
 
         torch.set_num_threads(threads)
     start = time.perf_counter()
-    out = _resolve(job.fn)(**job.params)
+    _SHOW_TRAINING[0] = progress
+    try:
+        out = _resolve(job.fn)(**job.params)
+    finally:
+        _SHOW_TRAINING[0] = False
     if isinstance(out, Mapping):
         records, extras = out.get("records"), out.get("extras", {})
     else:
@@ -322,97 +360,6 @@ def _save_done(out: Path, result: JobResult) -> None:
             "extras": result.extras,
         },
     )
-
-
-def _differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    keys = sorted(set(old) | set(new))
-    return [
-        f"{k}: {old.get(k, '(unset)')!r} -> {new.get(k, '(unset)')!r}"
-        for k in keys
-        if old.get(k) != new.get(k)
-    ]
-
-
-def prepare_run_folder(
-    out: str | Path,
-    *,
-    experiment: str,
-    settings: Mapping[str, Any],
-    resume: bool = False,
-    overwrite: bool = False,
-) -> Path:
-    """Check ``out`` for an earlier run and write ``out/plan.json`` (see module doc)."""
-    from ..checkpoint import atomic_write_json
-
-    out = Path(out)
-    if resume and overwrite:
-        raise OptionError("--resume", "give either --resume or --overwrite, not both")
-    if out.exists() and not out.is_dir():
-        raise OptionError("--out", f"{out} exists and is not a folder")
-    plan = {"experiment": experiment, "settings": _canonical(dict(settings), where="settings")}
-    present = [p for p in out.iterdir() if p.name != LOCK_FILE] if out.is_dir() else []
-    if present and overwrite:
-        for name in _OWN_FILES:
-            target = out / name
-            if target.is_dir():
-                shutil.rmtree(target)
-            else:
-                target.unlink(missing_ok=True)
-    elif present and resume:
-        old_path = out / PLAN_FILE
-        if not old_path.is_file():
-            raise OptionError("--resume", f"{out} holds no {PLAN_FILE}: it is not an experiment run folder")
-        old = json.loads(old_path.read_text())
-        if old.get("experiment") != experiment:
-            raise OptionError("--resume", f"{out} holds a {old.get('experiment')!r} run, not {experiment!r}")
-        diff = _differences(old.get("settings", {}), plan["settings"])
-        if diff:
-            raise OptionError("--resume", f"{out} was run with other settings: " + "; ".join(diff))
-    elif present:
-        raise OptionError(
-            "--out",
-            f"{out} is not empty; pass --resume to continue that run or --overwrite to replace it",
-        )
-    atomic_write_json(out / PLAN_FILE, plan)
-    return out
-
-
-@contextlib.contextmanager
-def run_lock(out: str | Path) -> Iterator[Path]:
-    """Hold ``out/.lock`` while writing ``out``: a second process is refused (a stale lock of a dead
-    process on this host is taken over)."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / LOCK_FILE
-    me = f"{socket.gethostname()} {os.getpid()}"
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            holder = path.read_text().split() if path.is_file() else []
-            if len(holder) == 2 and holder[0] == socket.gethostname() and not _alive(int(holder[1])):
-                path.unlink(missing_ok=True)
-                continue
-            raise OptionError(
-                "--out", f"{out} is being written by another process ({' pid '.join(holder)})"
-            ) from None
-        with os.fdopen(fd, "w") as fh:
-            fh.write(me)
-        break
-    try:
-        yield path
-    finally:
-        path.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # --- progress ----------------------------------------------------------------------------------------
@@ -526,10 +473,22 @@ def run_jobs(
                 _run_on(pool, jobs, todo, finished, threads=1)
         else:
             for i in todo:
-                finished(i, execute(jobs[i]))
+                with _naming(jobs[i]):
+                    result = execute(jobs[i], progress=not quiet)
+                finished(i, result)
     finally:
         progress.close()
     return [r for r in results if r is not None]
+
+
+@contextlib.contextmanager
+def _naming(job: Job) -> Iterator[None]:
+    """Let an exception out unchanged, with a note naming the job it came from."""
+    try:
+        yield
+    except Exception as exc:
+        exc.add_note(f"in job {job.label!r} ({job.key}) of experiment {job.experiment!r}")
+        raise
 
 
 def _run_on(
@@ -539,10 +498,8 @@ def _run_on(
     try:
         for fut in as_completed(futures):
             i = futures[fut]
-            try:
+            with _naming(jobs[i]):
                 result = fut.result()
-            except Exception as exc:
-                raise RuntimeError(f"job {jobs[i].label!r} ({jobs[i].key}) failed: {exc}") from exc
             finished(i, result)
     finally:
         for fut in futures:
@@ -554,34 +511,54 @@ def merged_records(results: Sequence[JobResult]) -> list[dict[str, Any]]:
     return [r for res in results for r in res.records]
 
 
-def run_experiment(
-    experiment: str,
-    jobs: Sequence[Job],
-    *,
-    out: str | Path,
-    settings: Mapping[str, Any],
-    workers: int | None = None,
-    scheduler: str | None = None,
-    executor: Executor | None = None,
-    resume: bool = False,
-    overwrite: bool = False,
-    quiet: bool = False,
-    describe: Callable[[Sequence[Mapping[str, Any]]], str] | None = None,
-) -> list[JobResult]:
-    """Lock ``out``, check it (:func:`prepare_run_folder`), run the jobs, write ``out/results.json``."""
-    from ..report.results import write_results
+class ExperimentFolder:
+    """An experiment's run folder, opened by :func:`experiment_folder`: :meth:`run` runs jobs into it."""
 
-    out = Path(out)
-    with run_lock(out):
-        prepare_run_folder(out, experiment=experiment, settings=settings, resume=resume, overwrite=overwrite)
+    def __init__(self, folder: Any, execution: Execution) -> None:
+        self.folder = folder
+        self.path: Path = folder.path
+        self.execution = execution
+
+    def run(
+        self, jobs: Sequence[Job], *, describe: Callable[[Sequence[Mapping[str, Any]]], str] | None = None
+    ) -> list[JobResult]:
+        """Run ``jobs`` as the execution says (skipping finished ones), write ``results.json``."""
+        from ..report.results import write_results
+
+        ex = self.execution
         results = run_jobs(
             jobs,
-            out=out,
-            workers=workers,
-            scheduler=scheduler,
-            executor=executor,
-            quiet=quiet,
+            out=self.path,
+            workers=ex.workers,
+            scheduler=ex.scheduler,
+            executor=ex.executor,
+            quiet=ex.quiet,
             describe=describe,
         )
-        write_results(out, merged_records(results))
-    return results
+        write_results(self.path, merged_records(results))
+        return results
+
+
+@contextlib.contextmanager
+def experiment_folder(
+    out: str | Path, *, experiment: str, settings: Mapping[str, Any], execution: Execution | None = None
+) -> Iterator[ExperimentFolder]:
+    """Open ``out`` as a :class:`ensemblize.run_folder.RunFolder` (lock; ``execution.resume`` /
+    ``overwrite`` decide about an existing run; configuration ``{"experiment": ..., **settings}``),
+    set this process's torch threads for in-process jobs, and write the manifest when the block ends
+    without an error (an interrupted run stays incomplete and resumable)."""
+    from ..run_folder import RunFolder
+
+    ex = execution or Execution()
+    if ex.resume and ex.overwrite:
+        raise OptionError("--resume", "give either --resume or --overwrite, not both")
+    mode = "resume" if ex.resume else "overwrite" if ex.overwrite else "new"
+    config = {"experiment": experiment, **_canonical(dict(settings), where="settings")}
+    with RunFolder(out, config=config, mode=mode) as folder:
+        if ex.executor is None and not ex.workers and ex.scheduler is None:
+            import torch
+
+            torch.set_num_threads(ex.threads)
+        start = time.perf_counter()
+        yield ExperimentFolder(folder, ex)
+        folder.complete(wall_seconds=time.perf_counter() - start)
