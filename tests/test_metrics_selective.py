@@ -40,12 +40,28 @@ def ref_curve(conf, loss):
 
 
 def ref_augrc(conf, loss):
-    """Mean over tie orderings of (1/n) Σ_k (1/n) Σ losses of the top k."""
+    """Mean over tie orderings of the trapezoid over (k/n, (1/n) Σ losses of the top k), k = 0..n."""
     n = len(conf)
     values = []
     for order in _all_tie_orders(conf):
-        values.append(sum(sum(loss[i] for i in order[:k]) / n for k in range(1, n + 1)) / n)
+        g = [0.0] + [sum(loss[i] for i in order[:k]) / n for k in range(1, n + 1)]
+        values.append(sum((g[k - 1] + g[k]) / 2 / n for k in range(1, n + 1)))
     return np.mean(values)
+
+
+def ref_augrc_fd_shifts(conf, loss):
+    """AUGRC as fd-shifts defines it, from the definition: one RC point per distinct threshold t
+    (accept conf >= t): coverage = share accepted, generalized risk = summed loss accepted / n; add
+    the point (0, 0) and integrate with the trapezoid rule over coverage. Plain loops."""
+    n = len(conf)
+    points = [(0.0, 0.0)]
+    for t in sorted(set(conf.tolist()), reverse=True):
+        accepted = [i for i in range(n) if conf[i] >= t]
+        points.append((len(accepted) / n, sum(loss[i] for i in accepted) / n))
+    area = 0.0
+    for (c0, r0), (c1, r1) in zip(points, points[1:]):
+        area += (c1 - c0) * (r0 + r1) / 2
+    return area
 
 
 def ref_aurc_ideal(loss):
@@ -73,6 +89,7 @@ def test_against_exhaustive_tie_average(n, levels, binary):
     assert M.aurc(conf, loss) == pytest.approx(curve.mean(), abs=1e-12)
     assert M.eaurc(conf, loss) == pytest.approx(curve.mean() - ref_aurc_ideal(loss), abs=1e-12)
     assert M.augrc(conf, loss) == pytest.approx(ref_augrc(conf, loss), abs=1e-12)
+    assert M.augrc(conf, loss) == pytest.approx(ref_augrc_fd_shifts(conf, loss), abs=1e-12)
     for c in (0.1, 0.3, 0.5, 2 / 3, 1.0):
         k = max(1, math.ceil(round(c * n, 9)))
         assert M.risk_at_coverage(conf, loss, c) == pytest.approx(curve[k - 1], abs=1e-12)
@@ -112,7 +129,9 @@ def test_hand_computed_values():
     # top-2 takes one of the tied pair at random: expected loss sum 0.5
     np.testing.assert_allclose(risk, [0.0, 0.25, 1 / 3, 0.5])
     assert M.aurc(conf, loss) == pytest.approx((0 + 0.25 + 1 / 3 + 0.5) / 4)
-    assert M.augrc(conf, loss) == pytest.approx((0 + 0.5 + 1 + 2) / 16)
+    # trapezoid over (0,0), (1/4, 0), (2/4, 0.5/4), (3/4, 1/4), (1, 2/4)
+    assert M.augrc(conf, loss) == pytest.approx((0 + 0.5 + 1 + 2) / 16 - 2 / 32)
+    assert M.augrc(conf, loss) == pytest.approx(ref_augrc_fd_shifts(conf, loss))
     assert M.eaurc(conf, loss) == pytest.approx(M.aurc(conf, loss) - (0 + 0 + 1 / 3 + 0.5) / 4)
     assert M.risk_at_coverage(conf, loss, 0.5) == pytest.approx(0.25)
     assert M.coverage_at_risk(conf, loss, 0.3) == pytest.approx(0.5)
@@ -149,7 +168,7 @@ def test_constant_confidence_gives_mean_loss_everywhere():
 def test_single_sample():
     assert M.aurc([0.3], [1.0]) == 1.0
     assert M.eaurc([0.3], [1.0]) == 0.0
-    assert M.augrc([0.3], [1.0]) == 1.0
+    assert M.augrc([0.3], [1.0]) == 0.5  # the triangle (0, 0) - (1, 1)
     assert M.risk_at_coverage([0.3], [0.0], 0.01) == 0.0
 
 
@@ -197,3 +216,25 @@ def test_permutation_invariance_and_bounds(pairs, rnd):
 def test_invalid_inputs(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(1, 300),
+    st.integers(1, 12),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+)
+def test_augrc_equals_fd_shifts_definition_on_random_data_with_ties(n, levels, binary, seed):
+    """Random sizes, heavy ties (few confidence levels), 0/1 or continuous losses: |Δ| < 1e-9."""
+    rng = np.random.default_rng(seed)
+    conf = rng.integers(0, levels, n) / levels
+    loss = rng.integers(0, 2, n).astype(float) if binary else rng.exponential(size=n)
+    assert abs(M.augrc(conf, loss) - ref_augrc_fd_shifts(conf, loss)) < 1e-9
+
+
+def test_augrc_optimal_binary_ranking_is_half_err_squared():
+    """fd-shifts' closed form for a perfect ranking of 0/1 losses: AUGRC* = err² / 2."""
+    loss = np.array([0.0] * 7 + [1.0] * 3)
+    conf = -loss + np.linspace(0, 0.1, 10)  # every correct sample ranked first
+    assert M.augrc(conf, loss) == pytest.approx(0.5 * 0.3**2, abs=1e-15)

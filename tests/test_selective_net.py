@@ -18,14 +18,14 @@ def _heads_by_hand(net: SelectiveNet, z: torch.Tensor, *, train: bool):
     """The three heads written out with plain tensor ops on (N, D) features."""
     f = z @ net.predictor.weight.T + net.predictor.bias
     h = z @ net.auxiliary.weight.T + net.auxiliary.bias
-    lin1, _, bn, lin2 = net.selector
+    lin1, _, bn, _, lin2 = net.selector
     a = torch.relu(z @ lin1.weight.T + lin1.bias)
     if train:
         mean, var = a.mean(0), a.var(0, unbiased=False)
     else:
         mean, var = bn.running_mean, bn.running_var
     a = (a - mean) / torch.sqrt(var + bn.eps) * bn.weight + bn.bias
-    g = torch.sigmoid(a @ lin2.weight.T + lin2.bias).squeeze(-1)
+    g = torch.sigmoid((a / 10) @ lin2.weight.T + lin2.bias).squeeze(-1)  # Keras reference: BN -> /10 -> Dense
     return f, g, h
 
 
@@ -158,3 +158,19 @@ def test_on_a_headless_sigma_ensemble_of_a_project_backbone():
     for m in range(3):
         torch.testing.assert_close(out.logits[:, m], net.predictor(z[:, m]))
         torch.testing.assert_close(out.selection[:, m], net.heads(z[:, m]).selection)
+
+
+def test_selection_head_layout_is_the_keras_reference():
+    """Dense -> ReLU -> BatchNorm -> /10 -> Dense(1) -> sigmoid; the /10 keeps initial g near ½."""
+    net = _net(hidden=7)
+    kinds = [type(m).__name__ for m in net.selector]
+    assert kinds == ["Linear", "ReLU", "BatchNorm1d", "_Divide", "Linear"]
+    assert net.selector[3].divisor == 10.0 and net.selector[4].out_features == 1
+    with torch.no_grad():
+        net.selector[4].weight.fill_(1.0)
+        net.selector[4].bias.zero_()
+    net.eval()
+    z = torch.randn(5, 6)
+    lin1, _, bn, _, _ = net.selector
+    a = bn(torch.relu(lin1(z)))
+    torch.testing.assert_close(net.heads(z).selection, torch.sigmoid(a.sum(-1) / 10))

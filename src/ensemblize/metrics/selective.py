@@ -77,15 +77,25 @@ def eaurc(confidence: object, losses: object) -> float:
 
 
 def augrc(confidence: object, losses: object) -> float:
-    """Area under the generalized risk–coverage curve (Traub et al., 2024).
+    """Area under the generalized risk–coverage curve, as defined by fd-shifts (Traub et al., 2024).
 
-    Generalized risk at coverage ``k/N`` = ``(1/N) Σ`` losses of the top ``k`` = coverage × selective
-    risk; AUGRC is its mean over k = 1..N. For 0/1 losses it is the mean over k of the share of all
-    samples that are accepted *and* wrong.
+    Generalized risk at coverage ``k/N`` = ``G_k / N``, the summed loss of the top ``k`` divided by
+    *all* ``N`` samples (= coverage × selective risk; for 0/1 losses the share of samples that are
+    accepted *and* wrong). AUGRC is the trapezoid rule over the points ``(k/N, G_k/N)``,
+    ``k = 0..N``, **including** ``(0, 0)``::
+
+        AUGRC = (1/N) Σ_{k=1..N} (G_{k-1} + G_k) / (2N) = (Σ_{k=1..N} G_k − G_N / 2) / N²
+
+    With tied confidences ``G_k`` is the expectation over orderings inside each tie group (module
+    docstring); the expected curve is linear across a tie group, so this equals fd-shifts'
+    trapezoid over its distinct-threshold points. fd-shifts reports the value ×1000; this is
+    unscaled, in ``[0, mean loss]``. (Until Dec 2026 this function returned the right Riemann sum
+    ``Σ_k G_k / N²``, larger by ``mean loss / (2N)``.)
     """
     conf, loss = V.confidence_and_losses(confidence, losses)
     n = len(conf)
-    return float(np.mean(_topk_loss_sums(conf, loss)) / n)
+    sums = _topk_loss_sums(conf, loss)
+    return float((np.sum(sums) - 0.5 * sums[-1]) / (n * n))
 
 
 def risk_at_coverage(confidence: object, losses: object, coverage: float) -> float:

@@ -9,7 +9,27 @@ from torch import Tensor, nn
 
 from ensemblize._checks import check_int
 
-__all__ = ["SelectiveNet", "SelectiveOutput"]
+__all__ = ["SelectiveNet", "SelectiveOutput", "SELECTION_DIVISOR"]
+
+#: The reference selection head divides the normalised hidden layer by 10 before the last dense
+#: layer (Geifman & El-Yaniv's Keras code: ``Lambda(lambda x: x / 10)``), which keeps the initial
+#: selection logits small, so ``g`` starts near ½ for every sample.
+SELECTION_DIVISOR = 10.0
+
+
+class _Divide(nn.Module):
+    """``x -> x / divisor`` (no parameters)."""
+
+    def __init__(self, divisor: float) -> None:
+        super().__init__()
+        self.divisor = float(divisor)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Any shape -> same shape."""
+        return x / self.divisor
+
+    def extra_repr(self) -> str:
+        return f"divisor={self.divisor}"
 
 
 class SelectiveOutput(NamedTuple):
@@ -32,8 +52,11 @@ class SelectiveNet(nn.Module):
     ``z = features(x)`` and three heads read ``z``:
 
     * prediction ``f(z) = W_f z + b_f`` — class logits;
-    * selection ``g(z) = σ(w_2ᵀ BN(ReLU(W_1 z + b_1)) + b_2) ∈ (0, 1)`` with ``hidden`` units
-      (Linear → ReLU → BatchNorm1d → Linear → sigmoid, as in the original SelectiveNet);
+    * selection ``g(z) = σ(w_2ᵀ BN(ReLU(W_1 z + b_1)) / 10 + b_2) ∈ (0, 1)`` with ``hidden`` units:
+      Linear → ReLU → BatchNorm1d → ÷10 → Linear → sigmoid, as in the reference Keras
+      implementation (``Dense → ReLU → BatchNormalization → Lambda(x / 10) → Dense(1) → sigmoid``;
+      see :data:`SELECTION_DIVISOR`). Module ``selector`` = ``Sequential(Linear, ReLU, BatchNorm1d,
+      _Divide(10), Linear)``;
     * auxiliary ``h(z) = W_h z + b_h`` — class logits trained with plain cross-entropy.
 
     Shapes: ``features`` maps ``(B, ...) -> (B, D)`` with ``D = feature_dim`` (e.g. a backbone
@@ -70,12 +93,15 @@ class SelectiveNet(nn.Module):
             nn.Linear(feature_dim, hidden),
             nn.ReLU(),
             nn.BatchNorm1d(hidden),
+            _Divide(SELECTION_DIVISOR),
             nn.Linear(hidden, 1),
         )
         self.auxiliary = nn.Linear(feature_dim, num_classes)
 
     def heads(self, z: Tensor) -> SelectiveOutput:
         """Apply the three heads to features ``z`` of shape ``(B, D)`` or ``(B, M, D)``."""
+        if not isinstance(z, Tensor):
+            raise TypeError(f"features must return a torch.Tensor, got {type(z).__name__}")
         if z.dim() not in (2, 3):
             raise ValueError(f"features must return (B, D) or (B, M, D), got shape {tuple(z.shape)}")
         if z.shape[-1] != self.feature_dim:
