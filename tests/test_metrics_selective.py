@@ -59,7 +59,7 @@ def ref_augrc_fd_shifts(conf, loss):
         accepted = [i for i in range(n) if conf[i] >= t]
         points.append((len(accepted) / n, sum(loss[i] for i in accepted) / n))
     area = 0.0
-    for (c0, r0), (c1, r1) in zip(points, points[1:]):
+    for (c0, r0), (c1, r1) in zip(points, points[1:], strict=False):
         area += (c1 - c0) * (r0 + r1) / 2
     return area
 
