@@ -124,3 +124,17 @@ def check_int_pair(value: object, *, name: str, minimum: int = 1) -> tuple[int, 
     if len(items) != 2:
         raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
     return (check_int(items[0], name=name, minimum=minimum), check_int(items[1], name=name, minimum=minimum))
+
+
+def check_bool(value: object, *, name: str) -> bool:
+    """Return ``value`` if it is a bool (not an int, not a NumPy bool), else raise TypeError naming it."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def check_choice(value: object, options: tuple[str, ...], *, name: str) -> str:
+    """Return ``value`` if it is one of ``options``, else raise ValueError naming it and the options."""
+    if not isinstance(value, str) or value not in options:
+        raise ValueError(f"{name} must be one of {options}, got {value!r}")
+    return value
