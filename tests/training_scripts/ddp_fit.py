@@ -20,7 +20,7 @@ from _tiny import TinyEnsemble, make_data  # noqa: E402
 
 from ensemblize.checkpoint import atomic_write_json  # noqa: E402
 from ensemblize.training import fit, predict, seed_everything  # noqa: E402
-from ensemblize.training.distributed import sharded_predict  # noqa: E402
+from ensemblize.training.predict import sharded_predict  # noqa: E402
 
 
 def main() -> None:

@@ -1,12 +1,34 @@
-"""Training: one loop for every model in the library (:func:`fit`, :func:`predict`).
+"""Training: one loop for every model in the library (:func:`fit`) and one prediction loop (:func:`predict`).
 
-``fit`` trains any module whose forward returns member outputs ``(B, M, C)`` (or ``(B, C)``, one
-member) with SGD or AdamW, a cosine or step schedule, early stopping on the validation NLL of
-``p̄ = mean_m softmax(z_m)``, atomic safetensors + JSON checkpoints with bitwise-exact resume, a
-tqdm progress bar, and DistributedDataParallel under ``torchrun`` (see
-:mod:`ensemblize.training.distributed`).
+Modules, one job each:
+
+* :mod:`.fit` — :func:`fit`, the epoch loop (SGD/AdamW, schedules, early stopping on the ensemble's
+  validation score, per-member batches, checkpoints with bitwise-exact resume, progress);
+* :mod:`.predict` — :func:`predict` (member probabilities / predictions) and :func:`predict_outputs`
+  (any per-batch ``transform`` of the raw output), batched and no-grad, DDP-sharded;
+* :mod:`.data` — every accepted data form (tensors, dict batches, Datasets, DataLoaders), batch
+  cutting, row orders, the data fingerprint;
+* :mod:`.outputs` — finding the logits in a model output; member losses and their reduction;
+* :mod:`.optim` — weight-decay parameter groups, optimisers, learning-rate schedules;
+* :mod:`.validation` — the ensemble's validation scores and the monitored key;
+* :mod:`.resume`, :mod:`.state` — checkpoints: configuration fingerprint, pickle-free state;
+* :mod:`.progress` — a tqdm.auto bar or one line per step;
+* :mod:`.distributed` — torchrun / DistributedDataParallel helpers.
 """
 
-from .fit import FitResult, fit, member_cross_entropy, predict, seed_everything
+from .fit import FitResult, fit, seed_everything
+from .optim import parameter_groups
+from .outputs import logits_of, member_cross_entropy, member_mse
+from .predict import predict, predict_outputs
 
-__all__ = ["fit", "predict", "FitResult", "seed_everything", "member_cross_entropy"]
+__all__ = [
+    "fit",
+    "predict",
+    "predict_outputs",
+    "FitResult",
+    "seed_everything",
+    "member_cross_entropy",
+    "member_mse",
+    "logits_of",
+    "parameter_groups",
+]

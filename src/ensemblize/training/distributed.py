@@ -10,7 +10,8 @@ The same ``fit`` call runs unchanged under ``torchrun --nproc_per_node=N``:
   size, rank ``r`` taking positions ``r::world``;
 * evaluation is sharded WITHOUT padding (rank ``r`` takes sample indices ``r::world``) and the
   per-sample results are gathered with their indices, so every sample is evaluated exactly once
-  (:func:`sharded_predict` returns the raw gathered indices so that this can be checked);
+  (:func:`ensemblize.training.predict.sharded_predict` returns the raw gathered indices so that this
+  can be checked);
 * only rank 0 writes checkpoints, files or progress output.
 
 Ending a script: with torch 2.13 on CPU, the gloo teardown at interpreter exit intermittently
@@ -39,7 +40,7 @@ __all__ = [
     "all_reduce_sum",
     "broadcast_buffers",
     "check_coverage",
-    "sharded_predict",
+    "wrap",
 ]
 
 _TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
@@ -89,15 +90,25 @@ def setup(device: str | torch.device = "cpu") -> DistContext:
 
 
 def train_shard(perm: Tensor, ctx: DistContext) -> Tensor:
-    """This rank's share of an epoch permutation, padded by wrap-around so all ranks get equally many."""
+    """This rank's share of an epoch order (rows of a ``(N,)`` or ``(N, M)`` order), padded by
+    wrap-around so all ranks get equally many rows."""
     if not ctx.enabled:
         return perm
-    n = perm.numel()
+    n = perm.shape[0]
     total = -(-n // ctx.world_size) * ctx.world_size
     if total > n:
         reps = -(-total // n)
-        perm = perm.repeat(reps)[:total]
+        perm = perm.repeat(reps, *([1] * (perm.dim() - 1)))[:total]
     return perm[ctx.rank :: ctx.world_size]
+
+
+def wrap(module: torch.nn.Module, device: torch.device, ctx: DistContext) -> torch.nn.Module:
+    """``module`` in DistributedDataParallel when distributed (parameters broadcast from rank 0), else itself."""
+    if not ctx.enabled:
+        return module
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(module, device_ids=[device.index] if device.type == "cuda" else None)
 
 
 def eval_shard(n: int, ctx: DistContext) -> Tensor:
@@ -138,17 +149,3 @@ def check_coverage(indices: Tensor, n: int) -> None:
             f"gathered evaluation does not cover each of the {n} samples exactly once "
             f"(got {indices.numel()} results)"
         )
-
-
-def sharded_predict(
-    model: torch.nn.Module, X: Any, *, batch_size: int = 512, device: str | torch.device = "cpu"
-) -> tuple[Tensor, Tensor]:
-    """Predict member probabilities on this rank's shard and gather all shards.
-
-    Returns ``(indices, probs)``: ``indices`` (N,) the sample indices in gathered order (rank 0's
-    shard first; NOT sorted) and ``probs`` (N, M, C) in the same order. Not distributed: indices are
-    ``arange(N)``. :func:`ensemblize.training.predict` sorts this into sample order.
-    """
-    from .fit import _member_probs_on  # local import: fit imports this module
-
-    return _member_probs_on(model, X, batch_size=batch_size, device=device, ctx=current())

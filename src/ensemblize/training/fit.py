@@ -1,57 +1,67 @@
-"""The training loop shared by every model in the library: :func:`fit` and :func:`predict`.
+"""The training loop shared by every model in the library: :func:`fit`.
 
-A model's forward maps a plain batch ``(B, ...)`` to member outputs ``(B, M, C)``; a ``(B, C)``
-output counts as one member (M = 1). The default loss is the mean over members of the
-cross-entropy, ``L = (1/M) Σ_m CE(z_m, y)``; ``loss_fn(outputs, targets)`` replaces it (selective
-models whose output is an object, regression) and ``regularizer(model)`` is added to it. Validation
-aggregates on probabilities, ``p̄ = mean_m softmax(z_m)``, and reports ``NLL = −mean_i log p̄_i[y_i]``
-(computed stably as ``logsumexp_m log_softmax(z_m) − log M``; the same value as
-``ensemblize.metrics.nll(logits, labels, from_logits=True)``) and the accuracy of ``argmax p̄``.
+A model's forward maps a plain batch ``(B, ...)`` to member outputs: classification logits
+``(B, M, C)`` (``(B, C)`` is one member) or regression predictions ``(B, M)`` / ``(B, M, D)``, in any
+output form :mod:`ensemblize.training.outputs` reads (a tensor, ``.logits``, ``["logits"]``, the first
+tuple element). The default loss is the member loss of the task —
+:func:`~ensemblize.training.outputs.member_cross_entropy` or
+:func:`~ensemblize.training.outputs.member_mse` — reduced over members as the model declares
+(``model.member_loss_reduction``: ``"mean"`` by default, ``"sum"`` for a
+:class:`~ensemblize.models.DeepEnsemble`, so each explicit member trains exactly like a single model).
+``loss_fn(outputs, targets)`` replaces it (selective models, anything else) and
+``regularizer(model)`` is added to it. Validation aggregates the ENSEMBLE on probabilities
+(:mod:`ensemblize.training.validation`).
 
-Reproducibility: shuffling uses its own ``torch.Generator`` seeded from ``(seed, epoch)`` and the
-global torch RNG (dropout, noise) is re-seeded from ``(seed, epoch, rank)`` at the start of every
-epoch, inside ``torch.random.fork_rng`` so the caller's RNG state is left untouched. Each epoch is
-therefore a pure function of the state at its start, which is what makes a resumed run end with
-bitwise the same weights as an uninterrupted one (on CPU, with the same thread count).
+Reproducibility: the row order of epoch ``e`` is a pure function of ``(seed, e)``, and the global
+torch RNG (dropout, noise, a DataLoader's shuffling) is re-seeded from ``(seed, e, rank)`` at the
+start of every epoch, inside ``torch.random.fork_rng`` so the caller's RNG state is left untouched.
+Each epoch is therefore a pure function of the state at its start, which is what makes a resumed
+run end with bitwise the same weights as an uninterrupted one (on CPU, with the same thread count).
 """
 
 from __future__ import annotations
 
-import copy
 import math
 import os
-import random
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.utils.data import Dataset, TensorDataset, default_collate
 
-from .._checks import check_finite, check_int, check_labels, check_positive
-from ..checkpoint import load_state_strict
+from .._checks import check_int, check_labels, check_positive
 from . import distributed as D
+from . import resume as R
 from . import state as S
+from .data import (
+    IndexedSource,
+    Source,
+    batch_bounds,
+    call_model,
+    check_batch,
+    derive_seed,
+    epoch_order,
+    make_source,
+    split_batch,
+    to_device,
+    tree_map,
+)
+from .optim import OPTIMIZERS, SCHEDULES, check_decay_filter, decay_filter_name, lr_factor, make_optimizer
+from .outputs import (
+    class_members,
+    member_cross_entropy,
+    member_loss_reduction,
+    member_mse,
+    regression_members,
+)
+from .predict import TASKS, model_device
+from .progress import Progress
+from .validation import MONITORS, check_scalar, monitor_key, validate
 
-__all__ = [
-    "fit",
-    "predict",
-    "FitResult",
-    "seed_everything",
-    "member_cross_entropy",
-    "OPTIMIZERS",
-    "SCHEDULES",
-]
-
-OPTIMIZERS = ("sgd", "adamw")
-SCHEDULES = ("cosine", "step", "none")
-_FORMAT = "ensemblize.training/1"
+__all__ = ["fit", "FitResult", "seed_everything", "OPTIMIZERS", "SCHEDULES", "MONITORS", "TASKS"]
 
 
 @dataclass
@@ -61,10 +71,10 @@ class FitResult:
     ``history``: one dict per epoch run (resumed runs include the epochs before the interruption)
     with ``epoch`` (1-based), ``train_loss`` (task loss, mean over samples), ``regularizer`` (mean
     regulariser value, ``None`` without one), ``lr`` (learning rate of the epoch's last step),
-    ``seconds`` (train + validation wall time) and, with validation data, ``val_loss``,
-    ``val_count`` and — for classification outputs — ``val_nll`` and ``val_accuracy`` of ``p̄``.
-    ``best_epoch``: the epoch with the lowest monitored validation value (``monitor``: ``"val_nll"``,
-    or ``"val_loss"`` when NLL is undefined), ``None`` without validation data.
+    ``seconds`` (train + validation wall time) and, with validation data, the fields of
+    :func:`ensemblize.training.validation.validate` (``val_loss``, ``val_count``, ``val_nll`` /
+    ``val_accuracy`` or ``val_rmse``, and every ``val_metrics`` entry).
+    ``best_epoch``: the epoch with the best ``monitor`` value, ``None`` without validation data.
     ``train_seconds``: the sum of the epochs' ``seconds`` (``time.perf_counter``).
     """
 
@@ -80,6 +90,10 @@ class FitResult:
 
 def seed_everything(seed: int) -> None:
     """Seed Python's ``random``, NumPy's global RNG and torch (CPU and CUDA) with ``seed``."""
+    import random
+
+    import numpy as np
+
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     random.seed(seed)
@@ -87,198 +101,141 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _derive_seed(*parts: int) -> int:
-    """A well-mixed 63-bit seed from integers (NumPy's SeedSequence hash)."""
-    return int(np.random.SeedSequence(list(parts)).generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
+# ------------------------------------------------------------------------------------------ the run
 
 
-def _as_members(outputs: object) -> Tensor:
-    """``(B, C) -> (B, 1, C)``; ``(B, M, C)`` unchanged; anything else is a ValueError."""
-    if not isinstance(outputs, Tensor) or outputs.dim() not in (2, 3):
-        what = tuple(outputs.shape) if isinstance(outputs, Tensor) else type(outputs).__name__
-        raise ValueError(
-            f"model output {what} is not (B, C) or (B, M, C) class logits; pass loss_fn for other outputs"
-        )
-    return outputs.unsqueeze(1) if outputs.dim() == 2 else outputs
+@dataclass
+class _Run:
+    """Everything one call of :func:`fit` resolved before its first epoch."""
+
+    module: nn.Module
+    train: Source
+    val: Source | None
+    loss: Callable[[Any, Tensor], Tensor]
+    regularizer: Callable[[nn.Module], Tensor] | None
+    task: str
+    classify_val: bool
+    num_classes: int | None  # set: class labels are checked batch by batch (Dataset/DataLoader data)
+    member_order: int | None  # M when every member gets its own row order
+    monitor: str | None
+    patience: int | None
+    config: dict[str, Any]
+    device: torch.device
+    ctx: D.DistContext
+    callbacks: tuple
+    val_metrics: Mapping[str, Callable[[Tensor, Tensor], float]]
+    wrapped: nn.Module | None = None
+    opt: torch.optim.Optimizer | None = None
+    shard_rows: int = 0
+    steps: int = 0
 
 
-def member_cross_entropy(outputs: Tensor, targets: Tensor) -> Tensor:
-    """Mean over members of the cross-entropy: ``(1/M) Σ_m mean_b CE(z_bm, y_b)``.
-
-    ``outputs``: logits (B, M, C) or (B, C); ``targets``: (B,) int64 class indices. Returns a scalar.
-    """
-    z = _as_members(outputs)
-    b, m, c = z.shape
-    return F.cross_entropy(z.reshape(b * m, c), targets.repeat_interleave(m))
-
-
-def _log_mean_prob(outputs: Tensor) -> Tensor:
-    """``log p̄`` (B, C) in float64, ``p̄ = mean_m softmax(z_m)``."""
-    z = _as_members(outputs).double()
-    return torch.logsumexp(F.log_softmax(z, dim=-1), dim=1) - math.log(z.shape[1])
-
-
-# --------------------------------------------------------------------------------------------- data
-
-
-class _Source:
-    """Uniform batch access to ``(X, y)`` tensor pairs, a single tensor ``X`` or a ``Dataset``."""
-
-    def __init__(self, data: object, *, name: str, labelled: bool = True) -> None:
-        self.name = name
-        self.X: Tensor | None = None
-        self.y: Tensor | None = None
-        self.dataset: Dataset | None = None
-        self.labelled = labelled
-        self.num_classes: int | None = None  # set => labels checked batch by batch (Dataset sources)
-        if isinstance(data, TensorDataset) and len(data.tensors) == (2 if labelled else 1):
-            data = tuple(data.tensors) if labelled else data.tensors[0]
-        if labelled and isinstance(data, (tuple, list)):
-            if len(data) != 2 or not all(isinstance(t, Tensor) for t in data):
-                raise TypeError(f"{name} must be an (X, y) pair of tensors or a torch Dataset")
-            self.X, self.y = data
-            if self.X.shape[0] != self.y.shape[0]:
-                raise ValueError(f"{name}: X has {self.X.shape[0]} rows but y has {self.y.shape[0]}")
-        elif not labelled and isinstance(data, Tensor):
-            self.X = data
-        elif isinstance(data, Dataset) and hasattr(data, "__len__"):
-            self.dataset = data
-        else:
-            want = "an (X, y) pair of tensors" if labelled else "a tensor"
-            raise TypeError(f"{name} must be {want} or a sized torch Dataset, got {type(data).__name__}")
-        self.n = len(self.dataset) if self.dataset is not None else int(self.X.shape[0])
-        if self.n < 1:
-            raise ValueError(f"{name} is empty")
-        if self.X is not None and self.X.is_floating_point():
-            check_finite(self.X, name=f"{name} X")
-        if self.y is not None and self.y.is_floating_point():
-            check_finite(self.y, name=f"{name} y")
-
-    def check_class_labels(self, num_classes: int) -> None:
-        """Require (N,) integer labels in ``[0, num_classes)`` (checked now, or per batch for Datasets)."""
-        if self.y is None:
-            self.num_classes = num_classes
-            return
-        if self.y.dim() != 1:
-            raise ValueError(f"{self.name} labels must have shape (N,), got {tuple(self.y.shape)}")
-        check_labels(self.y, num_classes, name=f"{self.name} labels")
-
-    def get(self, idx: Tensor) -> tuple[Tensor, Tensor | None]:
-        if self.X is not None:
-            return self.X[idx], (self.y[idx] if self.y is not None else None)
-        items = [self.dataset[i] for i in idx.tolist()]
-        if self.labelled:
-            batch = default_collate(items)
-            if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-                raise TypeError(f"{self.name} dataset items must be (x, y) pairs")
-            x, y = batch
-        else:
-            x = default_collate([it[0] if isinstance(it, (tuple, list)) else it for it in items])
-            y = None
-        if x.is_floating_point():
-            check_finite(x, name=f"{self.name} X")
-        if self.num_classes is not None:
-            if y.dim() != 1:
-                raise ValueError(f"{self.name} labels must have shape (N,), got {tuple(y.shape)}")
-            check_labels(y, self.num_classes, name=f"{self.name} labels")
-        elif y is not None and y.is_floating_point():
-            check_finite(y, name=f"{self.name} y")
-        return x, y
-
-
-def _probe(module: nn.Module, source: _Source, device: torch.device) -> tuple[object, Tensor | None]:
-    """One no-grad, eval-mode forward on two samples (no state changes) to learn the output's form."""
+def _probe(module: nn.Module, source: Source, device: torch.device) -> tuple[Any, Tensor | None]:
+    """One no-grad, eval-mode forward on (at most) two samples, to learn the output's form."""
+    if isinstance(source, IndexedSource):
+        batch = source.take(torch.arange(min(2, source.n)))
+    else:
+        batch = tree_map(lambda t: t[:2], next(iter(source.batches())))
+    x, y = split_batch(batch, labels_key=source.labels_key, need_labels=True, name=source.name)
+    check_batch(x, None, name=source.name, num_classes=None)
     was = module.training
     module.eval()
     try:
         with torch.no_grad():
-            x, y = source.get(torch.arange(min(2, source.n)))
-            out = module(x.to(device))
+            out = call_model(module, to_device(x, device))
     finally:
         module.train(was)
     return out, y
 
 
-def _is_classification(out: object, y: Tensor | None) -> bool:
+def _check_classes(source: Source, num_classes: int) -> int | None:
+    """Check all labels of tensor data now; return ``num_classes`` when they must be checked per batch."""
+    targets = source.all_targets() if source.checked_upfront else None
+    if targets is None:
+        return num_classes
+    if targets.dim() != 1:
+        raise ValueError(f"{source.name} labels must have shape (N,), got {tuple(targets.shape)}")
+    check_labels(targets, num_classes, name=f"{source.name} labels")
+    return None
+
+
+def _labels_fit(source: Source, y: Tensor | None, num_classes: int) -> bool:
+    """True if ``source``'s labels look like class indices in ``[0, num_classes)`` (no error raised)."""
+    targets = source.all_targets() if source.checked_upfront else y
+    if targets is None or targets.dim() != 1 or targets.is_floating_point() or targets.dtype == torch.bool:
+        return False
     return (
-        isinstance(out, Tensor)
-        and out.dim() in (2, 3)
-        and y is not None
-        and y.dim() == 1
-        and not (y.is_floating_point() or y.is_complex() or y.dtype == torch.bool)
+        num_classes >= 2
+        and targets.numel() > 0
+        and 0 <= int(targets.min())
+        and int(targets.max()) < num_classes
     )
 
 
-# ------------------------------------------------------------------------------------------ helpers
+def _default_loss(task: str, reduction: str) -> Callable[[Any, Tensor], Tensor]:
+    member_loss = member_cross_entropy if task == "classification" else member_mse
+
+    def loss(outputs: Any, targets: Tensor) -> Tensor:
+        return member_loss(outputs, targets, reduction=reduction)
+
+    loss.__qualname__ = f"{member_loss.__name__}(reduction={reduction!r})"
+    return loss
 
 
-def _check_scalar(value: object, *, name: str) -> Tensor:
-    if not isinstance(value, Tensor) or value.numel() != 1:
-        what = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
-        raise TypeError(f"{name} must return a scalar tensor, got {what}")
-    return value.reshape(())
-
-
-def _lr_factor(
-    schedule: str, *, step: int, total_steps: int, epoch: int, step_size: int, gamma: float
-) -> float:
-    """Learning-rate multiplier. cosine (per step): ``½(1 + cos(π t / T))`` for step ``t`` of ``T``;
-    step (per epoch): ``γ^⌊epoch / step_size⌋`` (epoch 0-based); none: 1."""
-    if schedule == "cosine":
-        return 0.5 * (1.0 + math.cos(math.pi * step / total_steps))
-    if schedule == "step":
-        return gamma ** (epoch // step_size)
-    return 1.0
-
-
-def _evaluate(
-    module: nn.Module,
-    source: _Source,
-    *,
-    loss: Callable[[Any, Any], Tensor],
-    classify: bool,
-    batch_size: int,
-    device: torch.device,
-    ctx: D.DistContext,
-) -> dict[str, float]:
-    """Validation on this rank's shard ``rank::world``, gathered so every sample counts exactly once."""
-    from ..metrics.streaming import NLL, Accuracy  # streaming twins of ensemblize.metrics (imported on use)
-
-    idx_all = D.eval_shard(source.n, ctx)
-    nll, accuracy = NLL(from_logits=True), Accuracy()
-    loss_sum = 0.0
-    was = module.training
-    module.eval()
+def _member_count(out: Any, task: str) -> int | None:
+    """M read from a probe output (``None`` when a custom output cannot be read)."""
     try:
-        with torch.no_grad():
-            for start in range(0, idx_all.numel(), batch_size):
-                idx = idx_all[start : start + batch_size]
-                x, y = source.get(idx)
-                x, y = x.to(device), y.to(device)
-                out = module(x)
-                loss_sum += float(_check_scalar(loss(out, y), name="loss_fn")) * idx.numel()
-                if classify:
-                    logits = _as_members(out).detach().double().cpu()
-                    nll.update(logits, y.cpu())
-                    accuracy.update(torch.softmax(logits, dim=-1), y.cpu())
-    finally:
-        module.train(was)
-    parts = D.gather((idx_all, nll, accuracy, loss_sum), ctx)
-    indices = torch.cat([p[0] for p in parts])
-    D.check_coverage(indices, source.n)
-    res = {"val_loss": sum(p[3] for p in parts) / source.n, "val_count": int(indices.numel())}
-    if classify:
-        merged_nll, merged_acc = NLL(from_logits=True), Accuracy()
-        for part in parts:  # shards merged in rank order: the same value on every rank
-            if part[0].numel():
-                merged_nll.merge(part[1])
-                merged_acc.merge(part[2])
-        res["val_nll"] = float(merged_nll.compute())
-        res["val_accuracy"] = float(merged_acc.compute())
-    return res
+        return int((class_members(out) if task == "classification" else regression_members(out)).shape[1])
+    except ValueError:
+        return None
 
 
-# ---------------------------------------------------------------------------------------------- fit
+def _task_setup(o: dict, module: nn.Module, train: Source, val: Source | None, device: torch.device) -> dict:
+    """Probe the model; resolve the loss, label checks, the member count and whether validation classifies."""
+    task, loss_fn = o["task"], o["loss_fn"]
+    out, y = _probe(module, train, device)
+    reduction = member_loss_reduction(module)
+    loss = loss_fn if loss_fn is not None else _default_loss(task, reduction)
+    num_classes, classify_val = None, False
+    if task == "classification" and loss_fn is None:
+        c = int(class_members(out).shape[-1])
+        num_classes = _check_classes(train, c)
+        check_batch({}, y, name="train", num_classes=c)
+        if val is not None:
+            vnum = _check_classes(val, c)
+            num_classes = num_classes if num_classes is not None else vnum
+            classify_val = True
+    elif task == "classification" and val is not None:
+        vout, vy = _probe(module, val, device)
+        c = _member_count(vout, task) and int(class_members(vout).shape[-1])
+        classify_val = _labels_fit(val, vy, c or 0)
+    if loss_fn is None:
+        check_scalar(loss(out, y.to(device)), name="the member loss")  # names a bad output or target layout
+    members = _member_count(out, task)
+    if o["per_member_batches"] and members is None:
+        raise ValueError("per_member_batches needs member outputs (B, M, ...) to read M from")
+    return {"members": members, "num_classes": num_classes, "classify_val": classify_val, "loss": loss}
+
+
+def _resolve_monitor(
+    monitor: str | None, *, task: str, classify_val: bool, has_val: bool, custom_loss: bool
+) -> str | None:
+    if not has_val:
+        if monitor is not None:
+            raise ValueError(f"monitor={monitor!r} needs validation data (val=None)")
+        return None
+    if monitor is None:
+        if custom_loss:
+            return "val_loss"
+        return "val_nll" if task == "classification" else "val_rmse"
+    if monitor in ("val_nll", "val_accuracy") and not classify_val:
+        raise ValueError(f"monitor={monitor!r} needs class logits and integer labels in the validation data")
+    if monitor == "val_rmse" and task != "regression":
+        raise ValueError("monitor='val_rmse' needs task='regression'")
+    return monitor
+
+
+# --------------------------------------------------------------------------------------------- fit
 
 
 def fit(
@@ -296,436 +253,366 @@ def fit(
     schedule: str = "cosine",
     step_size: int | None = None,
     gamma: float = 0.1,
+    decay_filter: str | Callable[[str, nn.Parameter, nn.Module], bool] = "standard",
+    grad_clip: float | None = None,
+    task: str = "classification",
     loss_fn: Callable[[Any, Tensor], Tensor] | None = None,
     regularizer: Callable[[nn.Module], Tensor] | None = None,
+    monitor: str | None = None,
     early_stopping_patience: int | None = None,
+    val_metrics: Mapping[str, Callable[[Tensor, Tensor], float]] | None = None,
+    per_member_batches: bool = False,
+    labels_key: str = "labels",
     checkpoint_dir: str | os.PathLike | None = None,
     resume: bool = True,
     seed: int = 0,
-    progress: bool | None = None,
-    device: str | torch.device = "cpu",
-    grad_clip: float | None = None,
+    progress: bool | None = True,
+    desc: str = "fit",
+    device: str | torch.device | None = None,
     callbacks: Sequence[Callable[[int, dict, nn.Module], bool | None]] = (),
 ) -> FitResult:
     """Train ``model`` in place (moved to ``device``) and return a :class:`FitResult`.
 
-    Data: ``train`` / ``val`` are ``(X, y)`` tensor pairs or torch Datasets of ``(x, y)`` items;
-    inputs must be finite; with the default loss, labels are (N,) integers in ``[0, C)`` where ``C``
-    is the size of the model's last output axis. ``batch_size`` is per process under DDP; the last
-    batch of an epoch may be smaller; validation runs in batches of ``max(batch_size, 256)``.
+    Data (``train``, ``val``): ``(X, y)`` tensor pairs, dicts of tensors with a ``labels_key`` entry
+    (the model is called as ``model(**inputs)`` WITHOUT the labels), sized Datasets yielding either,
+    or DataLoaders (iterated as given) — see :mod:`ensemblize.training.data`. Inputs must be finite;
+    for classification with the default loss, labels are (N,) integers in ``[0, C)``. ``batch_size``
+    is per process under DDP; when ``N % batch_size == 1`` the trailing single sample joins the
+    previous batch (BatchNorm/σNorm cannot train on one sample). Validation runs in batches of
+    ``max(batch_size, 256)``.
 
-    Loss: ``loss_fn(outputs, targets)`` (default :func:`member_cross_entropy`) plus
-    ``regularizer(model)`` if given; both must return scalar tensors and are logged separately.
+    Task and loss: ``task="classification"`` (default loss
+    :func:`~ensemblize.training.outputs.member_cross_entropy`) or ``"regression"``
+    (:func:`~ensemblize.training.outputs.member_mse`; outputs ``(B, M)`` for targets ``(B,)``,
+    ``(B, M, D)`` for ``(B, D)``), reduced over members by the model's ``member_loss_reduction``
+    (``"mean"`` unless the model says ``"sum"``). ``loss_fn(outputs, targets)`` replaces the default
+    and receives the raw model output; ``regularizer(model)`` is added. Both must return scalar
+    tensors and are logged separately.
 
     Optimiser: ``"sgd"`` (``momentum``, ``nesterov``, coupled L2 ``weight_decay``) or ``"adamw"``
-    (decoupled ``weight_decay``), applied to every parameter that requires grad. Schedule:
-    ``"cosine"`` is applied per optimisation step, ``lr_t = lr·½(1 + cos(π t/T))`` with ``T`` the
-    total number of steps over ``epochs``; ``"step"`` is per epoch, ``lr·gamma^⌊e/step_size⌋``
-    (``step_size`` defaults to ``max(1, epochs // 3)``); ``"none"`` keeps ``lr``. ``grad_clip``
-    clips the global gradient norm.
+    (decoupled ``weight_decay``). ``decay_filter`` picks which parameters are decayed:
+    ``"standard"`` (default: no decay on norm affine parameters, σN gate logits, biases and
+    embeddings), ``"all"``, or a callable — see :mod:`ensemblize.training.optim`. Schedule:
+    ``"cosine"`` per optimisation step, ``lr_t = lr·½(1 + cos(π t/T))``; ``"step"`` per epoch,
+    ``lr·gamma^⌊e/step_size⌋`` (``step_size`` defaults to ``max(1, epochs // 3)``); ``"none"``.
+    ``grad_clip`` clips the global gradient norm (over all members together).
 
-    Early stopping (needs ``val``): stop when the monitored validation value (NLL of ``p̄``, or the
-    validation loss when outputs are not class logits) has not improved for
-    ``early_stopping_patience`` epochs; the best epoch's weights are restored at the end. Without
-    early stopping the final weights are kept (``best_epoch`` is still reported).
+    Batches: ``per_member_batches=True`` gives every member its own row order each epoch: the index
+    is ``(B, M)`` and the model receives ``(B, M, ...)`` inputs and ``(B, M)`` targets (tabular
+    ensembles; needs tensor or Dataset data). By default all members see the same rows.
 
-    Checkpoints: with ``checkpoint_dir``, the full state (model, optimizer, best weights, RNG) is
-    written atomically after every epoch (safetensors + JSON, no pickle; files ``epoch_NNNN.*``,
-    older ones removed). ``resume=True`` continues from the newest complete checkpoint (a checkpoint
-    of another model or another configuration is a ValueError naming the difference);
-    ``resume=False`` deletes existing ``epoch_NNNN`` checkpoints there and starts afresh. A stop by
-    early stopping or by a callback is recorded in the checkpoint: resuming such a run trains no more.
+    Validation and early stopping (need ``val``): the ENSEMBLE is scored
+    (:mod:`ensemblize.training.validation`); ``monitor`` is ``"val_nll"`` (classification default),
+    ``"val_accuracy"`` (ties broken by NLL), ``"val_rmse"`` (regression default) or ``"val_loss"``
+    (default with a custom ``loss_fn``). ``val_metrics`` adds ``name -> fn(member_outputs, targets)``
+    fields computed on the whole split. With ``early_stopping_patience`` training stops after that
+    many epochs without improvement and the best epoch's weights are restored; without it the final
+    weights are kept (``best_epoch`` is still reported).
+
+    Checkpoints (``checkpoint_dir``): after every epoch, an atomic safetensors + JSON pair (no
+    pickle) with everything needed to resume; a later call with the same arguments, seed, data and
+    initial weights resumes from it (announced on stderr) and ends bitwise-identical to an
+    uninterrupted run. Anything different is a ValueError naming the differing fields (see
+    :mod:`ensemblize.training.resume`). ``resume=False`` deletes the folder's checkpoints first. A
+    stop by early stopping or by a callback is final: resuming such a run trains no more.
 
     ``callbacks``: each is called after every epoch as ``cb(epoch, record, model)``; returning
-    ``True`` stops training after that epoch. ``progress``: a tqdm bar on stderr (``None``: only
-    when stderr is a terminal). Under ``torchrun`` (or an initialised process group) the model is
-    wrapped in DistributedDataParallel and only rank 0 writes files or progress; see
-    :mod:`ensemblize.training.distributed`.
+    ``True`` stops training after that epoch. ``progress``: ``True``/``None`` shows a tqdm.auto bar
+    labelled ``desc`` on a terminal or notebook and one line per epoch with an ETA elsewhere;
+    ``False`` is silent. ``device``: ``None`` keeps the model where it is. Under ``torchrun`` (or an
+    initialised process group) the model is wrapped in DistributedDataParallel and only rank 0
+    writes files or progress; see :mod:`ensemblize.training.distributed`.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    epochs = check_int(epochs, name="epochs", minimum=1)
-    batch_size = check_int(batch_size, name="batch_size", minimum=1)
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r}; expected one of {OPTIMIZERS}")
-    if schedule not in SCHEDULES:
-        raise ValueError(f"unknown schedule {schedule!r}; expected one of {SCHEDULES}")
-    lr = check_positive(lr, name="lr")
-    weight_decay = check_positive(weight_decay, name="weight_decay", allow_zero=True)
-    momentum = check_positive(momentum, name="momentum", allow_zero=True)
-    if momentum >= 1:
-        raise ValueError(f"momentum must lie in [0, 1), got {momentum!r}")
-    gamma = check_positive(gamma, name="gamma")
-    step_size = (
-        max(1, epochs // 3) if step_size is None else check_int(step_size, name="step_size", minimum=1)
-    )
-    if early_stopping_patience is not None:
-        early_stopping_patience = check_int(
-            early_stopping_patience, name="early_stopping_patience", minimum=1
-        )
-        if val is None:
-            raise ValueError("early_stopping_patience needs validation data (val=None)")
-    if grad_clip is not None:
-        grad_clip = check_positive(grad_clip, name="grad_clip")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
-    if progress is not None and not isinstance(progress, bool):
-        raise TypeError(f"progress must be None, True or False, got {progress!r}")
-    for name, fn in (("loss_fn", loss_fn), ("regularizer", regularizer)):
-        if fn is not None and not callable(fn):
-            raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
-    callbacks = tuple(callbacks)
-    for cb in callbacks:
-        if not callable(cb):
-            raise TypeError(f"callbacks must be callables, got {type(cb).__name__}")
-
-    device = torch.device(device)
-    ctx = D.setup(device)
-    if ctx.enabled and device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    module = model.to(device)
-
-    train_src = _Source(train, name="train")
-    val_src = _Source(val, name="val") if val is not None else None
-    out, y_probe = _probe(module, train_src, device)
-    classify_val = False
-    if loss_fn is None:
-        num_classes = int(_as_members(out).shape[-1])
-        train_src.check_class_labels(num_classes)
-        if val_src is not None:
-            val_src.check_class_labels(num_classes)
-            classify_val = True
-    elif val_src is not None:
-        vout, vy = _probe(module, val_src, device)
-        classify_val = _is_classification(vout, vy)
-        if classify_val:
-            val_src.check_class_labels(int(vout.shape[-1]))
-
-    config = {
-        "optimizer": optimizer,
-        "lr": lr,
-        "weight_decay": weight_decay,
-        "momentum": momentum,
-        "nesterov": bool(nesterov),
-        "schedule": schedule,
-        "step_size": step_size,
-        "gamma": gamma,
-        "epochs": epochs,
-        "batch_size": batch_size,
-        "seed": seed,
-        "grad_clip": grad_clip,
-        "early_stopping_patience": early_stopping_patience,
-        "world_size": ctx.world_size,
-        "n_train": train_src.n,
-        "n_val": val_src.n if val_src is not None else None,
-    }
+    opts = _check_options(locals())
+    dev = model_device(model) if device is None else torch.device(device)
+    ctx = D.setup(dev)
+    if ctx.enabled and dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    module = model.to(dev)
+    train_src = make_source(train, name="train", labels_key=labels_key)
+    val_src = make_source(val, name="val", labels_key=labels_key) if val is not None else None
     rng_devices = (
-        [device.index if device.index is not None else torch.cuda.current_device()]
-        if device.type == "cuda"
-        else []
+        [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
     )
     with torch.random.fork_rng(devices=rng_devices):
-        return _run(
-            module,
-            train_src,
-            val_src,
-            config=config,
-            loss=loss_fn if loss_fn is not None else member_cross_entropy,
-            regularizer=regularizer,
-            classify_val=classify_val,
-            checkpoint_dir=None if checkpoint_dir is None else Path(checkpoint_dir),
-            resume=resume,
-            progress=progress,
-            device=device,
-            ctx=ctx,
-            callbacks=callbacks,
-        )
+        run = _make_run(opts, module, train_src, val_src, dev, ctx)
+        return _train(run, opts)
 
 
-def _run(
-    module: nn.Module,
-    train_src: _Source,
-    val_src: _Source | None,
-    *,
-    config: dict[str, Any],
-    loss: Callable[[Any, Any], Tensor],
-    regularizer: Callable[[nn.Module], Tensor] | None,
-    classify_val: bool,
-    checkpoint_dir: Path | None,
-    resume: bool,
-    progress: bool | None,
-    device: torch.device,
-    ctx: D.DistContext,
-    callbacks: tuple,
-) -> FitResult:
-    from tqdm.auto import tqdm
+def _check_options(kw: dict[str, Any]) -> dict[str, Any]:
+    """Validate ``fit``'s keyword options (named errors); return them normalised."""
+    o = dict(kw)
+    o["epochs"] = check_int(o["epochs"], name="epochs", minimum=1)
+    o["batch_size"] = check_int(o["batch_size"], name="batch_size", minimum=1)
+    for key, allowed in (("optimizer", OPTIMIZERS), ("schedule", SCHEDULES), ("task", TASKS)):
+        if o[key] not in allowed:
+            raise ValueError(f"unknown {key} {o[key]!r}; expected one of {allowed}")
+    if o["monitor"] is not None and o["monitor"] not in MONITORS:
+        raise ValueError(f"unknown monitor {o['monitor']!r}; expected one of {MONITORS}")
+    o["lr"] = check_positive(o["lr"], name="lr", allow_zero=True)
+    o["weight_decay"] = check_positive(o["weight_decay"], name="weight_decay", allow_zero=True)
+    o["momentum"] = check_positive(o["momentum"], name="momentum", allow_zero=True)
+    if o["momentum"] >= 1:
+        raise ValueError(f"momentum must lie in [0, 1), got {o['momentum']!r}")
+    o["gamma"] = check_positive(o["gamma"], name="gamma")
+    o["step_size"] = (
+        max(1, o["epochs"] // 3) if o["step_size"] is None else check_int(o["step_size"], name="step_size")
+    )
+    if o["early_stopping_patience"] is not None:
+        o["early_stopping_patience"] = check_int(o["early_stopping_patience"], name="early_stopping_patience")
+        if o["val"] is None:
+            raise ValueError("early_stopping_patience needs validation data (val=None)")
+    if o["grad_clip"] is not None:
+        o["grad_clip"] = check_positive(o["grad_clip"], name="grad_clip")
+    if isinstance(o["seed"], bool) or not isinstance(o["seed"], int) or o["seed"] < 0:
+        raise ValueError(f"seed must be an int >= 0, got {o['seed']!r}")
+    _check_callables(o)
+    return o
 
-    c = config
-    params = [p for p in module.parameters() if p.requires_grad]
-    if c["optimizer"] == "sgd":
-        opt = torch.optim.SGD(
-            params, lr=c["lr"], momentum=c["momentum"], weight_decay=c["weight_decay"], nesterov=c["nesterov"]
-        )
+
+def _check_callables(o: dict[str, Any]) -> None:
+    if o["progress"] is not None and not isinstance(o["progress"], bool):
+        raise TypeError(f"progress must be True, False or None, got {o['progress']!r}")
+    for key in ("per_member_batches", "resume", "nesterov"):
+        if not isinstance(o[key], bool):
+            raise TypeError(f"{key} must be True or False, got {o[key]!r}")
+    for key in ("labels_key", "desc"):
+        if not isinstance(o[key], str):
+            raise TypeError(f"{key} must be a string, got {o[key]!r}")
+    check_decay_filter(o["decay_filter"])
+    for name in ("loss_fn", "regularizer"):
+        if o[name] is not None and not callable(o[name]):
+            raise TypeError(f"{name} must be callable, got {type(o[name]).__name__}")
+    o["callbacks"] = tuple(o["callbacks"])
+    if not all(callable(cb) for cb in o["callbacks"]):
+        raise TypeError("callbacks must be callables")
+    o["val_metrics"] = dict(o["val_metrics"] or {})
+    for name, fn in o["val_metrics"].items():
+        if not isinstance(name, str) or not callable(fn):
+            raise TypeError(f"val_metrics must map names to callables, got {name!r}: {type(fn).__name__}")
+
+
+def _make_run(o: dict, module: nn.Module, train: Source, val: Source | None, device: torch.device,
+              ctx: D.DistContext) -> _Run:  # fmt: skip
+    info = _task_setup(o, module, train, val, device)
+    if o["per_member_batches"] and not isinstance(train, IndexedSource):
+        raise ValueError("per_member_batches needs tensor or Dataset training data, not a DataLoader")
+    monitor = _resolve_monitor(o["monitor"], task=o["task"], classify_val=info["classify_val"],
+                               has_val=val is not None, custom_loss=o["loss_fn"] is not None)  # fmt: skip
+    config = {
+        **{
+            k: o[k]
+            for k in (
+                "optimizer",
+                "lr",
+                "weight_decay",
+                "momentum",
+                "nesterov",
+                "schedule",
+                "step_size",
+                "gamma",
+                "epochs",
+                "batch_size",
+                "seed",
+                "grad_clip",
+                "early_stopping_patience",
+                "task",
+                "per_member_batches",
+                "labels_key",
+            )
+        },  # fmt: skip
+        "decay_filter": decay_filter_name(o["decay_filter"]),
+        "monitor": monitor,
+        "loss": getattr(info["loss"], "__qualname__", type(info["loss"]).__name__),
+        "world_size": ctx.world_size,
+        "n_train": train.n,
+        "n_val": val.n if val is not None else None,
+        "train_data": train.fingerprint(),
+        "val_data": val.fingerprint() if val is not None else None,
+    }
+    return _Run(
+        module=module, train=train, val=val, loss=info["loss"], regularizer=o["regularizer"], task=o["task"],
+        classify_val=info["classify_val"], num_classes=info["num_classes"],
+        member_order=info["members"] if o["per_member_batches"] else None, monitor=monitor,
+        patience=o["early_stopping_patience"], config=config, device=device, ctx=ctx, callbacks=o["callbacks"],
+        val_metrics=o["val_metrics"],
+    )  # fmt: skip
+
+
+def _has_batch_norm(module: nn.Module) -> bool:
+    from ..nn.sigma_norm import SigmaNorm
+
+    return any(isinstance(m, (nn.modules.batchnorm._BatchNorm, SigmaNorm)) and "Batch" in type(m).__name__
+               for m in module.modules())  # fmt: skip
+
+
+def _prepare(run: _Run, o: dict) -> None:
+    """Optimiser, DDP wrapper, steps per epoch and the initial-weights fingerprint."""
+    run.opt = make_optimizer(run.module, optimizer=o["optimizer"], lr=o["lr"], weight_decay=o["weight_decay"],
+                             momentum=o["momentum"], nesterov=o["nesterov"], decay_filter=o["decay_filter"])  # fmt: skip
+    run.wrapped = D.wrap(run.module, run.device, run.ctx)
+    if isinstance(run.train, IndexedSource):
+        run.shard_rows = int(D.train_shard(torch.arange(run.train.n), run.ctx).numel())
+        run.steps = len(batch_bounds(run.shard_rows, o["batch_size"]))
+        if run.shard_rows == 1 and _has_batch_norm(run.module):
+            raise ValueError(
+                "train has a single sample per step; a BatchNorm / σBatchNorm model needs at least 2"
+            )
     else:
-        opt = torch.optim.AdamW(params, lr=c["lr"], weight_decay=c["weight_decay"])
-    if ctx.enabled:
-        from torch.nn.parallel import DistributedDataParallel
+        run.steps = run.train.num_batches(run.train.n, o["batch_size"])
+    run.config["initial_weights"] = R.weights_fingerprint(run.module)
 
-        wrapped: nn.Module = DistributedDataParallel(
-            module, device_ids=[device.index] if device.type == "cuda" else None
-        )
+
+def _start(run: _Run, folder: Path | None, resume: bool) -> R.LoopState:
+    if folder is None:
+        return R.LoopState()
+    if not resume:
+        if run.ctx.is_main:
+            S.clear_checkpoints(folder)
+        st = R.LoopState()
     else:
-        wrapped = module
+        if run.ctx.is_main:
+            S.remove_temporaries(folder)
+        st = R.restore(folder, run.module, run.opt, run.config, device=run.device, announce=run.ctx.is_main)
+    starts = D.gather(st.epoch, run.ctx)
+    if len(set(starts)) > 1:
+        raise RuntimeError(f"ranks resume from different epochs {starts}; checkpoint_dir must be shared")
+    return st
 
-    n, batch_size, epochs = train_src.n, c["batch_size"], c["epochs"]
-    shard_len = D.train_shard(torch.arange(n), ctx).numel()
-    steps = -(-shard_len // batch_size)
-    total_steps = epochs * steps
-    patience = c["early_stopping_patience"]
-    monitor = None if val_src is None else ("val_nll" if classify_val else "val_loss")
 
-    history: list[dict[str, Any]] = []
-    best_epoch: int | None = None
-    best_metric = math.inf
-    since_best = 0
-    best_state: dict[str, Tensor] | None = None
-    start = 0
-    stopped = stopped_early = False
-    resumed_from: int | None = None
-
-    if checkpoint_dir is not None:
-        if not resume:
-            if ctx.is_main:
-                S.clear_checkpoints(checkpoint_dir)
-        else:
-            if ctx.is_main:
-                S.remove_temporaries(checkpoint_dir)
-            loaded = S.latest_checkpoint(checkpoint_dir)
-            if loaded is not None:
-                tensors, meta = loaded
-                _restore_model(module, tensors, meta, config, checkpoint_dir)
-                opt.load_state_dict(S.decode(meta["optimizer"], tensors))
-                torch.set_rng_state(tensors["rng.torch"])
-                history = meta["history"]
-                best_epoch, best_metric, since_best = (
-                    meta["best_epoch"],
-                    meta["best_metric"],
-                    meta["since_best"],
-                )
-                stopped, stopped_early = meta["stopped"], meta["stopped_early"]
-                if any(k.startswith("best.") for k in tensors):
-                    best_state = {k[5:]: v.to(device) for k, v in tensors.items() if k.startswith("best.")}
-                start = resumed_from = int(meta["epoch"])
-        starts = D.gather(start, ctx)
-        if len(set(starts)) > 1:
-            raise RuntimeError(f"ranks resume from different epochs {starts}; checkpoint_dir must be shared")
-
-    show = ctx.is_main and (progress if progress is not None else sys.stderr.isatty())
-    bar = tqdm(total=epochs, initial=start, desc="fit", unit="epoch", disable=not show, file=sys.stderr)
-    epoch = start
+def _train(run: _Run, o: dict) -> FitResult:
+    _prepare(run, o)
+    folder = None if o["checkpoint_dir"] is None else Path(o["checkpoint_dir"])
+    st = _start(run, folder, o["resume"])
+    show = run.ctx.is_main and o["progress"] is not False
+    bar = Progress(o["epochs"], desc=o["desc"], unit="epoch", enabled=show, initial=st.epoch)
     try:
-        while epoch < epochs and not stopped:
-            t0 = time.perf_counter()
-            epoch_seed = _derive_seed(c["seed"], epoch, ctx.rank, 1)
-            if device.type == "cuda":
-                torch.manual_seed(epoch_seed)
-            else:  # only the CPU generator: fork_rng restores no CUDA state here
-                torch.default_generator.manual_seed(epoch_seed)
-            perm = torch.randperm(
-                n, generator=torch.Generator().manual_seed(_derive_seed(c["seed"], epoch, 0))
-            )
-            shard = D.train_shard(perm, ctx)
-            module.train()
-            task_sum = torch.zeros((), dtype=torch.float64, device=device)
-            reg_sum = torch.zeros((), dtype=torch.float64, device=device)
-            lr_now = c["lr"]
-            for s in range(steps):
-                idx = shard[s * batch_size : (s + 1) * batch_size]
-                x, y = train_src.get(idx)
-                x, y = x.to(device), y.to(device)
-                lr_now = c["lr"] * _lr_factor(
-                    c["schedule"],
-                    step=epoch * steps + s,
-                    total_steps=total_steps,
-                    epoch=epoch,
-                    step_size=c["step_size"],
-                    gamma=c["gamma"],
-                )
-                for group in opt.param_groups:
-                    group["lr"] = lr_now
-                task = _check_scalar(loss(wrapped(x), y), name="loss_fn")
-                total = task
-                if regularizer is not None:
-                    reg = _check_scalar(regularizer(module), name="regularizer")
-                    total = task + reg
-                    reg_sum += reg.detach().double() * idx.numel()
-                opt.zero_grad(set_to_none=True)
-                total.backward()
-                if c["grad_clip"] is not None:
-                    torch.nn.utils.clip_grad_norm_(params, c["grad_clip"])
-                opt.step()
-                task_sum += task.detach().double() * idx.numel()
-            D.broadcast_buffers(module, ctx)
-            sums = D.all_reduce_sum(torch.stack([task_sum, reg_sum]).cpu(), ctx) / (
-                shard_len * ctx.world_size
-            )
-            train_loss = float(sums[0])
-            if not math.isfinite(train_loss):
-                raise FloatingPointError(
-                    f"training loss is {train_loss} in epoch {epoch + 1}; try a lower lr"
-                )
-            record: dict[str, Any] = {
-                "epoch": epoch + 1,
-                "train_loss": train_loss,
-                "regularizer": float(sums[1]) if regularizer is not None else None,
-                "lr": lr_now,
-            }
-            if val_src is not None:
-                record.update(
-                    _evaluate(
-                        module,
-                        val_src,
-                        loss=loss,
-                        classify=classify_val,
-                        batch_size=max(batch_size, 256),
-                        device=device,
-                        ctx=ctx,
-                    )
-                )
-                metric = record[monitor]
-                if metric < best_metric:
-                    best_metric, best_epoch, since_best = metric, epoch + 1, 0
-                    if patience is not None:
-                        best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
-                else:
-                    since_best += 1
-                    if patience is not None and since_best >= patience:
-                        stopped = stopped_early = True
-            record["seconds"] = time.perf_counter() - t0
-            history.append(record)
-            epoch += 1
-            wants_stop = any(cb(epoch, record, module) is True for cb in callbacks)
-            if any(D.gather(wants_stop, ctx)):
-                stopped = True
-            if checkpoint_dir is not None and ctx.is_main:
-                _save(
-                    checkpoint_dir,
-                    module,
-                    opt,
-                    epoch,
-                    history,
-                    config,
-                    best_state,
-                    best_epoch,
-                    best_metric,
-                    since_best,
-                    stopped,
-                    stopped_early,
-                )
-            bar.update(1)
-            post = {"loss": f"{train_loss:.4f}"}
-            for key, short in (("val_nll", "val_nll"), ("val_accuracy", "val_acc"), ("val_loss", "val_loss")):
-                if key in record and (key != "val_loss" or "val_nll" not in record):
-                    post[short] = f"{record[key]:.4f}"
-            bar.set_postfix(post, refresh=True)
+        while st.epoch < o["epochs"] and not st.stopped:
+            record = _epoch(run, st, o)
+            if folder is not None and run.ctx.is_main:
+                R.save(folder, run.module, run.opt, run.config, st)
+            bar.update(_shown(record))
     finally:
         bar.close()
-    if patience is not None and best_state is not None:
-        module.load_state_dict(best_state)
+    if run.patience is not None and st.best_state is not None:
+        run.module.load_state_dict(st.best_state)
     return FitResult(
-        history=history,
-        best_epoch=best_epoch,
-        train_seconds=float(sum(h["seconds"] for h in history)),
-        epochs_run=len(history),
-        stopped_early=stopped_early,
-        resumed_from_epoch=resumed_from,
-        monitor=monitor,
-        config=dict(config),
+        history=st.history,
+        best_epoch=st.best_epoch,
+        train_seconds=float(sum(h["seconds"] for h in st.history)),
+        epochs_run=len(st.history),
+        stopped_early=st.stopped_early,
+        resumed_from_epoch=st.resumed_from,
+        monitor=run.monitor,
+        config=dict(run.config),
     )
 
 
-def _restore_model(module: nn.Module, tensors: dict, meta: dict, config: dict, folder: Path) -> None:
-    if meta.get("format") != _FORMAT:
-        raise ValueError(
-            f"checkpoint in {folder} is not a training checkpoint (format {meta.get('format')!r})"
-        )
-    state = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
-    what = f"checkpoint in {folder}"
-    saved = meta.get("config", {})
-    diff = [f"{k}: checkpoint {saved.get(k)!r} vs now {v!r}" for k, v in config.items() if saved.get(k) != v]
-    if diff:
-        load_state_strict(copy.deepcopy(module), state, what=what)  # a different model is reported first
-        raise ValueError(
-            f"{what} was written with a different configuration ({'; '.join(diff)}); "
-            "pass resume=False or another checkpoint_dir"
-        )
-    load_state_strict(module, state, what=what)
+def _shown(record: dict[str, Any]) -> dict[str, float]:
+    shown = {"loss": record["train_loss"]}
+    for key, short in (("val_nll", "val_nll"), ("val_accuracy", "val_acc"), ("val_rmse", "val_rmse")):
+        if key in record:
+            shown[short] = record[key]
+    if "val_loss" in record and len(shown) == 1:
+        shown["val_loss"] = record["val_loss"]
+    return shown
 
 
-def _save(folder, module, opt, epoch, history, config, best_state, best_epoch, best_metric, since_best,
-          stopped, stopped_early) -> None:  # fmt: skip
-    tensors: dict[str, Tensor] = {f"model.{k}": v for k, v in module.state_dict().items()}
-    if best_state is not None:
-        tensors.update({f"best.{k}": v for k, v in best_state.items()})
-    tensors["rng.torch"] = torch.get_rng_state()
-    optim_meta = S.encode(opt.state_dict(), "optim.", tensors)
-    meta = {
-        "format": _FORMAT,
-        "epoch": epoch,
-        "history": history,
-        "config": config,
-        "best_epoch": best_epoch,
-        "best_metric": best_metric,
-        "since_best": since_best,
-        "stopped": stopped,
-        "stopped_early": stopped_early,
-        "optimizer": optim_meta,
+# ------------------------------------------------------------------------------------------ epochs
+
+
+def _epoch(run: _Run, st: R.LoopState, o: dict) -> dict[str, Any]:
+    """Train one epoch, validate, track the best epoch, run the callbacks; returns the epoch's record."""
+    t0 = time.perf_counter()
+    epoch_seed = derive_seed(o["seed"], st.epoch, run.ctx.rank, 1)
+    if run.device.type == "cuda":
+        torch.manual_seed(epoch_seed)
+    else:  # only the CPU generator: fork_rng restores no CUDA state here
+        torch.default_generator.manual_seed(epoch_seed)
+    train_loss, reg, lr_now = _train_epoch(run, st.epoch, o)
+    record: dict[str, Any] = {
+        "epoch": st.epoch + 1,
+        "train_loss": train_loss,
+        "regularizer": reg,
+        "lr": lr_now,
     }
-    S.write_epoch(folder, epoch, tensors, meta)
+    if run.val is not None:
+        record.update(validate(run.module, run.val, loss=run.loss, task=run.task, classify=run.classify_val,
+                               num_classes=run.num_classes, batch_size=max(o["batch_size"], 256), device=run.device,
+                               ctx=run.ctx, val_metrics=run.val_metrics))  # fmt: skip
+        _track_best(run, st, record)
+    record["seconds"] = time.perf_counter() - t0
+    st.history.append(record)
+    st.epoch += 1
+    wants_stop = any(cb(st.epoch, record, run.module) is True for cb in run.callbacks)
+    if any(D.gather(wants_stop, run.ctx)):
+        st.stopped = True
+    return record
 
 
-# ------------------------------------------------------------------------------------------ predict
+def _track_best(run: _Run, st: R.LoopState, record: dict[str, Any]) -> None:
+    key = monitor_key(record, run.monitor)
+    if st.best_key is None or key < st.best_key:
+        st.best_key, st.best_epoch, st.since_best = key, st.epoch + 1, 0
+        if run.patience is not None:
+            st.best_state = {k: v.detach().clone() for k, v in run.module.state_dict().items()}
+    else:
+        st.since_best += 1
+        if run.patience is not None and st.since_best >= run.patience:
+            st.stopped = st.stopped_early = True
 
 
-def _member_probs_on(
-    model: nn.Module, X: object, *, batch_size: int, device: str | torch.device, ctx: D.DistContext
-) -> tuple[Tensor, Tensor]:
-    batch_size = check_int(batch_size, name="batch_size", minimum=1)
-    module = model.module if hasattr(model, "module") and isinstance(model.module, nn.Module) else model
-    device = torch.device(device)
-    module.to(device)
-    src = _Source(X, name="X", labelled=False)
-    idx_all = D.eval_shard(src.n, ctx)
-    chunks = []
-    was = module.training
-    module.eval()
-    try:
-        with torch.no_grad():
-            for start in range(0, idx_all.numel(), batch_size):
-                x, _ = src.get(idx_all[start : start + batch_size])
-                chunks.append(torch.softmax(_as_members(module(x.to(device))), dim=-1).cpu())
-    finally:
-        module.train(was)
-    local = torch.cat(chunks) if chunks else None
-    parts = D.gather((idx_all, local), ctx)
-    indices = torch.cat([p[0] for p in parts])
-    probs = torch.cat([p[1] for p in parts if p[1] is not None])
-    return indices, probs
+def _epoch_batches(run: _Run, epoch: int, o: dict):
+    """This rank's batches of the epoch (row orders from :func:`epoch_order`, or the DataLoader's)."""
+    if not isinstance(run.train, IndexedSource):
+        run.train.set_epoch(epoch)
+        yield from run.train.batches()
+        return
+    order = epoch_order(run.train.n, seed=o["seed"], epoch=epoch, members=run.member_order)
+    shard = D.train_shard(order, run.ctx)
+    for start, stop in batch_bounds(int(shard.shape[0]), o["batch_size"]):
+        yield run.train.take(shard[start:stop])
 
 
-def predict(
-    model: nn.Module, X: object, *, batch_size: int = 512, device: str | torch.device = "cpu"
-) -> Tensor:
-    """Member probabilities ``softmax(z_m)`` of ``model`` on ``X``: (N, M, C) on CPU, in sample order.
+def _train_epoch(run: _Run, epoch: int, o: dict) -> tuple[float, float | None, float]:
+    """One pass over the training data; returns (mean task loss, mean regulariser or None, last lr)."""
+    run.module.train()
+    sums = torch.zeros(3, dtype=torch.float64, device=run.device)  # task × rows, regulariser × rows, rows
+    lr_now = o["lr"]
+    for s, batch in enumerate(_epoch_batches(run, epoch, o)):
+        lr_now = o["lr"] * lr_factor(o["schedule"], step=epoch * run.steps + s, total_steps=o["epochs"] * run.steps,
+                                     epoch=epoch, step_size=o["step_size"], gamma=o["gamma"])  # fmt: skip
+        for group in run.opt.param_groups:
+            group["lr"] = lr_now
+        sums += _step(run, batch, o["grad_clip"])
+    D.broadcast_buffers(run.module, run.ctx)  # rank 0's BatchNorm statistics everywhere
+    sums = D.all_reduce_sum(sums.cpu(), run.ctx)
+    train_loss = float(sums[0] / sums[2])
+    if not math.isfinite(train_loss):
+        raise FloatingPointError(f"training loss is {train_loss} in epoch {epoch + 1}; try a lower lr")
+    return train_loss, (float(sums[1] / sums[2]) if run.regularizer is not None else None), lr_now
 
-    ``X``: a (N, ...) tensor or a Dataset (items ``x`` or ``(x, ...)``). A (B, C) model output counts
-    as M = 1. Runs in eval mode under ``no_grad`` and restores the model's train/eval mode; the model
-    is moved to ``device``. In an initialised process group each rank predicts ``rank::world`` and
-    the shards are gathered, so every rank returns the full (N, M, C) tensor.
-    """
-    ctx = D.current()
-    indices, probs = _member_probs_on(model, X, batch_size=batch_size, device=device, ctx=ctx)
-    if ctx.enabled:
-        D.check_coverage(indices, indices.numel())
-        probs = probs[torch.argsort(indices)]
-    return probs
+
+def _step(run: _Run, batch: Any, grad_clip: float | None) -> Tensor:
+    """One optimisation step; returns ``[task × rows, regulariser × rows, rows]`` (float64, CPU)."""
+    x, y = split_batch(batch, labels_key=run.train.labels_key, need_labels=True, name="train")
+    if not run.train.checked_upfront:
+        check_batch(x, y, name="train", num_classes=run.num_classes)
+    x, y = to_device(x, run.device), y.to(run.device)
+    rows = int(y.shape[0])
+    task = check_scalar(run.loss(call_model(run.wrapped, x), y), name="loss_fn")
+    total, reg = task, torch.zeros((), device=task.device)
+    if run.regularizer is not None:
+        reg = check_scalar(run.regularizer(run.module), name="regularizer")
+        total = task + reg
+    run.opt.zero_grad(set_to_none=True)
+    total.backward()
+    if grad_clip is not None:
+        torch.nn.utils.clip_grad_norm_([p for g in run.opt.param_groups for p in g["params"]], grad_clip)
+    run.opt.step()
+    done = torch.stack([task.detach().double(), reg.detach().double().to(task.device)]) * rows
+    return torch.cat(
+        [done.to(run.device), torch.full((1,), float(rows), dtype=torch.float64, device=run.device)]
+    )

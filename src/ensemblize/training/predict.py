@@ -1,0 +1,216 @@
+"""The one batched, no-grad prediction loop: :func:`predict` (member probabilities) and :func:`predict_outputs`.
+
+Both run the model in eval mode under ``torch.no_grad`` over ``data`` in batches of ``batch_size``,
+restore the model's train/eval mode afterwards and return CPU tensors in sample order. ``data`` is
+anything :mod:`ensemblize.training.data` accepts: a tensor ``X``, an ``(X, ...)`` tuple (only ``X``
+is used), a dict of tensors (the ``labels_key`` entry is dropped before ``model(**inputs)``), a
+sized Dataset, or a DataLoader. In an initialised process group (torchrun) each rank predicts the
+samples ``rank::world`` of indexed data and the shards are gathered, so every rank returns the full
+result; a DataLoader is predicted whole on every rank.
+
+* :func:`predict` — ``task="classification"``: member probabilities ``softmax(z_m)`` ``(N, M, C)``
+  (a ``(B, C)`` output counts as ``M = 1``); ``task="regression"``: member predictions ``(N, M)`` or
+  ``(N, M, D)``. The logits are found in any output :func:`ensemblize.training.outputs.logits_of`
+  reads (tensor, ``.logits``, ``["logits"]``, first tuple element).
+* :func:`predict_outputs` — the general form for models whose output is richer (selective models,
+  several heads): ``transform(output)`` is applied to every batch's raw output and may return a
+  tensor or a tuple / list / dict / dataclass of tensors with the batch on axis 0; the results are
+  concatenated leaf by leaf. Without ``transform`` the raw output is concatenated (it must have that
+  form itself). Example for a SelectiveNet::
+
+      probs, g = predict_outputs(model, X, transform=lambda o: (o.logits.softmax(-1), o.selection))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import check_int
+from . import distributed as D
+from .data import Source, batch_bounds, call_model, check_batch, make_source, split_batch, to_device, tree_map
+from .outputs import class_members, regression_members
+from .progress import Progress
+
+__all__ = ["predict", "predict_outputs", "sharded_predict", "TASKS", "model_device", "sharded_batches"]
+
+TASKS = ("classification", "regression")
+
+
+def model_device(module: nn.Module) -> torch.device:
+    """The device of the model's first parameter (or buffer); CPU for a model without either."""
+    for t in (*module.parameters(), *module.buffers()):
+        return t.device
+    return torch.device("cpu")
+
+
+def sharded_batches(source: Source, ctx: D.DistContext, batch_size: int) -> Iterator[tuple[Tensor, Any]]:
+    """``(indices, batch)`` over this rank's share of ``source`` (all of it for a DataLoader)."""
+    if not source.shardable:
+        start = 0
+        for batch in source.batches():
+            rows = _rows(batch)
+            yield torch.arange(start, start + rows), batch
+            start += rows
+        return
+    idx_all = D.eval_shard(source.n, ctx)
+    for start, stop in batch_bounds(int(idx_all.numel()), batch_size):
+        yield idx_all[start:stop], source.take(idx_all[start:stop])
+
+
+def _rows(batch: Any) -> int:
+    from .data import tree_leaves
+
+    leaves = tree_leaves(batch)
+    if not leaves:
+        raise TypeError(f"a batch of type {type(batch).__name__} holds no tensors")
+    return int(leaves[0][1].shape[0])
+
+
+def concat(parts: list[Any]) -> Any:
+    """Concatenate a list of same-structured results along axis 0, leaf by leaf."""
+    first = parts[0]
+    if isinstance(first, Tensor):
+        return torch.cat(parts)
+    if isinstance(first, Mapping):
+        return {k: concat([p[k] for p in parts]) for k in first}
+    if isinstance(first, (tuple, list)):
+        return type(first)(concat([p[i] for p in parts]) for i in range(len(first)))
+    if dataclasses.is_dataclass(first) and not isinstance(first, type):
+        names = [f.name for f in dataclasses.fields(first)]
+        return type(first)(**{n: concat([getattr(p, n) for p in parts]) for n in names})
+    raise TypeError(
+        f"cannot concatenate model results of type {type(first).__name__}; pass transform= returning a tensor "
+        "or a tuple / dict / dataclass of tensors"
+    )
+
+
+def _to_cpu(result: Any) -> Any:
+    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+        return type(result)(**{f.name: _to_cpu(getattr(result, f.name)) for f in dataclasses.fields(result)})
+    return tree_map(lambda t: t.detach().cpu(), result)
+
+
+def _reorder(result: Any, order: Tensor) -> Any:
+    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+        return type(result)(
+            **{f.name: _reorder(getattr(result, f.name), order) for f in dataclasses.fields(result)}
+        )
+    return tree_map(lambda t: t[order], result)
+
+
+def _local_outputs(module, source, *, transform, batch_size, device, ctx, bar) -> tuple[Tensor, Any]:
+    indices, results = [], []
+    for idx, batch in sharded_batches(source, ctx, batch_size):
+        inputs, _ = split_batch(batch, labels_key=source.labels_key, need_labels=False, name=source.name)
+        check_batch(inputs, None, name=source.name, num_classes=None)
+        out = call_model(module, to_device(inputs, device))
+        results.append(_to_cpu(transform(out) if transform is not None else out))
+        indices.append(idx)
+        bar.update()
+    return (torch.cat(indices), concat(results)) if results else (torch.empty(0, dtype=torch.long), None)
+
+
+def sharded_predict(
+    model: nn.Module,
+    data: object,
+    *,
+    transform: Callable[[Any], Any] | None = None,
+    batch_size: int = 512,
+    device: str | torch.device | None = None,
+    labels_key: str = "labels",
+    progress: bool = False,
+    desc: str = "predict",
+) -> tuple[Tensor, Any]:
+    """``(indices, results)`` gathered from every rank in rank order (NOT sorted; see :func:`predict_outputs`).
+
+    Without a process group ``indices`` is ``arange(N)``. Used to check that every sample is
+    predicted exactly once under torchrun.
+    """
+    batch_size = check_int(batch_size, name="batch_size", minimum=1)
+    module = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    dev = model_device(module) if device is None else torch.device(device)
+    module.to(dev)
+    ctx = D.current()
+    source = make_source(data, name="data", labels_key=labels_key)
+    steps = -(-source.n // batch_size) if source.shardable else source.num_batches(source.n, batch_size)
+    bar = Progress(steps, desc=desc, unit="batch", enabled=bool(progress) and ctx.is_main)
+    was = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            local = _local_outputs(module, source, transform=transform, batch_size=batch_size, device=dev,
+                                   ctx=ctx, bar=bar)  # fmt: skip
+    finally:
+        module.train(was)
+        bar.close()
+    parts = D.gather(local, ctx) if source.shardable else [local]
+    indices = torch.cat([p[0] for p in parts])
+    results = [p[1] for p in parts if p[1] is not None]
+    return indices, concat(results)
+
+
+def predict_outputs(
+    model: nn.Module,
+    data: object,
+    *,
+    transform: Callable[[Any], Any] | None = None,
+    batch_size: int = 512,
+    device: str | torch.device | None = None,
+    labels_key: str = "labels",
+    progress: bool = False,
+    desc: str = "predict",
+) -> Any:
+    """``concat over batches of transform(model(batch))`` in sample order (see the module docstring).
+
+    Args:
+        model: any ``nn.Module`` (a DistributedDataParallel wrapper is unwrapped).
+        data: see the module docstring.
+        transform: ``output -> tensor | tuple | list | dict | dataclass of tensors`` with the batch on
+            axis 0; ``None`` keeps the raw output.
+        batch_size: rows per forward pass (indexed data; a DataLoader keeps its own).
+        device: where to run; ``None`` is the model's current device. The model is moved there.
+        labels_key: the dict entry that holds labels, dropped before calling the model.
+        progress: a per-batch :class:`~ensemblize.training.progress.Progress` labelled ``desc``.
+    """
+    indices, results = sharded_predict(model, data, transform=transform, batch_size=batch_size, device=device,
+                                       labels_key=labels_key, progress=progress, desc=desc)  # fmt: skip
+    if D.current().enabled and not torch.equal(indices, torch.arange(indices.numel())):
+        D.check_coverage(indices, indices.numel())
+        results = _reorder(results, torch.argsort(indices))
+    return results
+
+
+def predict(
+    model: nn.Module,
+    data: object,
+    *,
+    batch_size: int = 512,
+    device: str | torch.device | None = None,
+    task: str = "classification",
+    labels_key: str = "labels",
+    progress: bool = False,
+    desc: str = "predict",
+) -> Tensor:
+    """Member probabilities ``softmax(z_m)`` (N, M, C) — or member predictions for regression — on CPU.
+
+    ``task="classification"``: logits from any output form (module docstring), ``(B, C)`` counting
+    as one member, returned as probabilities ``(N, M, C)`` in the logits' dtype.
+    ``task="regression"``: outputs ``(B,)``, ``(B, M)`` or ``(B, M, D)`` returned as ``(N, M)`` or
+    ``(N, M, D)``. Other arguments as in :func:`predict_outputs`.
+    """
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    transform = (
+        (lambda out: torch.softmax(class_members(out), dim=-1))
+        if task == "classification"
+        else regression_members
+    )
+    return predict_outputs(model, data, transform=transform, batch_size=batch_size, device=device,
+                           labels_key=labels_key, progress=progress, desc=desc)  # fmt: skip
