@@ -90,7 +90,7 @@ def test_sync_prior_not_probabilities():
 
 @pytest.mark.parametrize("reward", [1.0, 0.5, -2.0, float("inf"), float("nan")])
 def test_deep_gamblers_reward_not_above_one(reward):
-    with pytest.raises(ValueError, match=r"reward must lie in \(1, K\]"):
+    with pytest.raises(ValueError, match=r"reward must (lie in \(1, K\]|be finite)"):
         DeepGamblersLoss(reward)
 
 
@@ -106,7 +106,7 @@ def test_deep_gamblers_labels_and_epochs():
     loss = DeepGamblersLoss(2.0, warmup_epochs=1)
     with pytest.raises(ValueError, match=r"labels has value 3 outside \[0, 3\)"):
         loss(torch.randn(2, 4), torch.tensor([0, 3]))  # 3 is the abstain slot, not a class
-    with pytest.raises(ValueError, match="epoch must be an int >= 0"):
+    with pytest.raises(ValueError, match="epoch must be >= 0, got -1"):
         loss.set_epoch(-1)
     with pytest.raises(ValueError, match="warmup_epochs"):
         DeepGamblersLoss(2.0, warmup_epochs=-1)
@@ -118,3 +118,84 @@ def test_feature_width_mismatch():
     net = SelectiveNet(nn.Linear(4, 10), 8, 3)
     with pytest.raises(ValueError, match=r"features output width 10 does not match feature_dim=8"):
         net(torch.randn(3, 4))
+
+
+# --- issue 12: named errors instead of NaN / internal errors -----------------------------------
+
+
+@pytest.mark.parametrize("cls", [SelectiveNetLoss, lambda c: SyncLoss(c, 1.0)])
+def test_all_zero_selection_is_a_named_error_not_nan(cls):
+    out = _output()
+    dead = SelectiveOutput(out.logits, torch.zeros(5), out.aux_logits)
+    with pytest.raises(ValueError, match=r"selection is 0 for every sample of member\(s\) \[0\]"):
+        cls(0.5)(dead, torch.zeros(5, dtype=torch.long))
+    # per member: member 1 collapsed, member 0 fine
+    g = torch.stack([torch.rand(5), torch.zeros(5)], dim=1)
+    members = SelectiveOutput(torch.randn(5, 2, 3), g, torch.randn(5, 2, 3))
+    with pytest.raises(ValueError, match=r"member\(s\) \[1\]"):
+        cls(0.5)(members, torch.zeros(5, dtype=torch.long))
+
+
+def test_all_zero_selection_is_finite_without_normalisation():
+    out = _output()
+    dead = SelectiveOutput(out.logits, torch.zeros(5), out.aux_logits)
+    loss = SelectiveNetLoss(0.5, normalize_by_coverage=False)(dead, torch.zeros(5, dtype=torch.long))
+    assert torch.isfinite(loss)
+    # r̂ = 0 and the penalty is λ·c²
+    assert float(loss.detach()) == pytest.approx(
+        0.5 * 32 * 0.25
+        + 0.5 * float(nn.functional.cross_entropy(out.aux_logits, torch.zeros(5, dtype=torch.long)))
+    )
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.1, float("nan"), float("inf")])
+@pytest.mark.parametrize("cls", [SelectiveNetLoss, lambda c: SyncLoss(c, 1.0)])
+def test_selection_outside_unit_interval_is_a_named_error(cls, bad):
+    out = _output()
+    g = out.selection.clone()
+    g[2] = bad
+    with pytest.raises(ValueError, match=r"selection must lie in \[0, 1\]"):
+        cls(0.5)(SelectiveOutput(out.logits, g, out.aux_logits), torch.zeros(5, dtype=torch.long))
+
+
+@pytest.mark.parametrize("field", ["logits", "aux_logits"])
+def test_non_finite_logits_are_named(field):
+    out = _output()._asdict()
+    out[field] = out[field].clone()
+    out[field][1, 0] = float("nan")
+    with pytest.raises(ValueError, match=f"output.{field} contains 1 non-finite"):
+        SelectiveNetLoss(0.5)(SelectiveOutput(**out), torch.zeros(5, dtype=torch.long))
+
+
+def test_integer_outputs_are_a_type_error():
+    out = _output()
+    with pytest.raises(TypeError, match="floating point"):
+        SelectiveNetLoss(0.5)(
+            SelectiveOutput(out.logits.long(), out.selection, out.aux_logits.long()),
+            torch.zeros(5, dtype=torch.long),
+        )
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (0, 2, 4)])
+def test_deep_gamblers_empty_batch_is_a_named_error_like_selectivenet(shape):
+    with pytest.raises(ValueError, match="empty batch"):
+        DeepGamblersLoss(2.0)(torch.randn(*shape), torch.zeros(0, dtype=torch.long))
+    with pytest.raises(ValueError, match="empty batch"):
+        SelectiveNetLoss(0.5)(
+            SelectiveOutput(torch.randn(0, 3), torch.rand(0), torch.randn(0, 3)),
+            torch.zeros(0, dtype=torch.long),
+        )
+
+
+def test_deep_gamblers_non_finite_logits_are_named():
+    z = torch.randn(3, 4)
+    z[0, 1] = float("inf")
+    with pytest.raises(ValueError, match="logits contain 1 non-finite"):
+        DeepGamblersLoss(2.0)(z, torch.zeros(3, dtype=torch.long))
+
+
+def test_numpy_integers_accepted_for_counts():
+    np = pytest.importorskip("numpy")
+    loss = DeepGamblersLoss(2.0, warmup_epochs=np.int64(1), num_classes=np.int64(3))
+    loss.set_epoch(np.int64(2))
+    assert loss.epoch == 2 and type(loss.warmup_epochs) is int and type(loss.num_classes) is int

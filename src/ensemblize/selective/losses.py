@@ -12,12 +12,19 @@ the batch and the loss is the mean over members. ``M = 1`` reproduces the plain 
 from __future__ import annotations
 
 import math
-from numbers import Real
 
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_fraction, check_labels, check_positive
+from .._checks import (
+    check_bool,
+    check_choice,
+    check_finite_real,
+    check_fraction,
+    check_int,
+    check_labels,
+    check_positive,
+)
 from ..metrics._validate import probabilities as check_probabilities
 from ..metrics.confidence import _negative_entropy, _softmax_power, _softmax_response
 from .net import SelectiveOutput
@@ -28,10 +35,37 @@ _SCORES = ("sr", "smp", "entropy")
 _SOURCES = ("f", "h")
 
 
-def _check_bool(value: object, *, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
-    return value
+def _check_outputs(f: Tensor, g: Tensor, h: Tensor) -> None:
+    """Finite logits and selection values in [0, 1]; one host sync, a diagnosis only when it fails."""
+    if not (f.is_floating_point() and g.is_floating_point() and h.is_floating_point()):
+        raise TypeError(
+            f"output tensors must be floating point, got logits {f.dtype}, selection {g.dtype}, aux_logits {h.dtype}"
+        )
+    with torch.no_grad():
+        bad = (~torch.isfinite(f)).any() | (~torch.isfinite(h)).any() | ~((g >= 0) & (g <= 1)).all()
+    if not bool(bad):
+        return
+    for name, t in (("output.logits", f), ("output.aux_logits", h)):
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(
+                f"{name} contains {int((~torch.isfinite(t)).sum())} non-finite value(s) (NaN or inf)"
+            )
+    outside = ~((g >= 0) & (g <= 1))
+    raise ValueError(
+        f"output.selection must lie in [0, 1] (a sigmoid output); {int(outside.sum())} value(s) do not, "
+        f"e.g. {float(g.detach()[outside].flatten()[0])!r}"
+    )
+
+
+def _check_labels_for(labels: object, batch: int, num_classes: int) -> Tensor:
+    if not isinstance(labels, Tensor):
+        raise TypeError(f"labels must be a torch.Tensor of class indices, got {type(labels).__name__}")
+    if labels.dim() != 1 or labels.shape[0] != batch:
+        raise ValueError(f"labels must have shape ({batch},), got {tuple(labels.shape)}")
+    if batch == 0:
+        raise ValueError("empty batch: logits and labels have 0 samples")
+    check_labels(labels, num_classes, name="labels")
+    return labels
 
 
 def _member_ce(logits: Tensor, labels: Tensor) -> Tensor:
@@ -57,13 +91,10 @@ def _unpack(output: object, labels: object) -> tuple[Tensor, Tensor, Tensor, Ten
         )
     if tuple(h.shape) != tuple(f.shape):
         raise ValueError(f"output.aux_logits has shape {tuple(h.shape)}; expected {tuple(f.shape)}")
-    if not isinstance(labels, Tensor):
-        raise TypeError(f"labels must be a torch.Tensor of class indices, got {type(labels).__name__}")
-    if labels.dim() != 1 or labels.shape[0] != f.shape[0]:
-        raise ValueError(f"labels must have shape ({f.shape[0]},), got {tuple(labels.shape)}")
-    if f.shape[0] == 0:
-        raise ValueError("empty batch")
-    check_labels(labels, f.shape[-1], name="labels")
+    if f.shape[-1] < 2:
+        raise ValueError(f"output.logits need at least 2 classes, got shape {tuple(f.shape)}")
+    _check_labels_for(labels, f.shape[0], f.shape[-1])
+    _check_outputs(f, g, h)
     members = f.dim() == 3
     if not members:
         f, g, h = f.unsqueeze(1), g.unsqueeze(1), h.unsqueeze(1)
@@ -82,6 +113,9 @@ class SelectiveNetLoss(nn.Module):
 
     Input: a :class:`SelectiveOutput` with ``logits``/``aux_logits`` ``(B, C)`` and ``selection``
     ``(B,)`` (or with a member axis, see the module docstring) and labels ``(B,)``; output: a scalar.
+    Checked on every call: a non-empty batch, finite logits, selection values in ``[0, 1]``, and —
+    with ``normalize_by_coverage=True`` — a selection that is not 0 for every sample of a member
+    (``r̂`` would be ``0/0``); each raises a ValueError naming the problem.
     ``last`` holds ``loss``, ``selective_risk`` (``r̂``), ``coverage`` (``φ̂``), ``coverage_penalty``
     (``λ·max(0, c − φ̂)²``), ``selective_loss`` (``r̂`` + penalty) and ``aux_loss`` (``CE(h)``).
 
@@ -99,7 +133,7 @@ class SelectiveNetLoss(nn.Module):
         self.coverage = check_fraction(coverage, name="coverage")
         self.lam = check_positive(lam, name="lam", allow_zero=True)
         self.alpha = check_fraction(alpha, name="alpha", low_open=False)
-        self.normalize_by_coverage = _check_bool(normalize_by_coverage, name="normalize_by_coverage")
+        self.normalize_by_coverage = check_bool(normalize_by_coverage, name="normalize_by_coverage")
         self.last: dict[str, Tensor] = {}
 
     def extra_repr(self) -> str:
@@ -113,7 +147,15 @@ class SelectiveNetLoss(nn.Module):
         loss_f = _member_ce(f, y)  # (B, M)
         phi = g.mean(dim=0)  # (M,)
         if self.normalize_by_coverage:
-            risk = (g * loss_f).sum(dim=0) / g.sum(dim=0)
+            mass = g.sum(dim=0)  # (M,)
+            if not bool((mass > 0).all()):
+                dead = [int(i) for i in torch.nonzero(mass <= 0).flatten()]
+                raise ValueError(
+                    f"output.selection is 0 for every sample of member(s) {dead}: the normalised selective "
+                    "risk Σ g·ℓ / Σ g is 0/0 (the selection head collapsed); lower lam, raise coverage, or "
+                    "use normalize_by_coverage=False"
+                )
+            risk = (g * loss_f).sum(dim=0) / mass
         else:
             risk = (g * loss_f).mean(dim=0)
         penalty = self.lam * torch.clamp(self.coverage - phi, min=0.0).pow(2)
@@ -185,14 +227,10 @@ class SyncLoss(SelectiveNetLoss):
     ) -> None:
         super().__init__(coverage, lam=lam, alpha=alpha, normalize_by_coverage=normalize_by_coverage)
         self.mu = check_positive(mu, name="mu", allow_zero=True)
-        if score not in _SCORES:
-            raise ValueError(f"score must be one of {_SCORES}, got {score!r}")
-        self.score = score
+        self.score = check_choice(score, _SCORES, name="score")
         self.gamma = check_positive(gamma, name="gamma")
-        if source not in _SOURCES:
-            raise ValueError(f"source must be one of {_SOURCES}, got {source!r}")
-        self.source = source
-        self.detach = _check_bool(detach, name="detach")
+        self.source = check_choice(source, _SOURCES, name="source")
+        self.detach = check_bool(detach, name="detach")
 
     def extra_repr(self) -> str:
         return (
@@ -263,7 +301,8 @@ class DeepGamblersLoss(nn.Module):
     index of the next epoch. The epoch is not checkpointed; after a resumed run call ``set_epoch``.
 
     Shapes: logits ``(B, K+1)`` or ``(B, M, K+1)`` (members averaged), labels ``(B,)`` in
-    ``[0, K)``; returns a scalar. ``last`` holds ``loss``, ``abstain`` (mean ``p_{K+1}``) and
+    ``[0, K)`` with ``B ≥ 1`` (an empty batch raises ValueError, as in :class:`SelectiveNetLoss`);
+    returns a scalar. ``last`` holds ``loss``, ``abstain`` (mean ``p_{K+1}``) and
     ``warmup`` (1.0 during warm-up, else 0.0).
 
     Args:
@@ -275,20 +314,16 @@ class DeepGamblersLoss(nn.Module):
 
     def __init__(self, reward: float, *, warmup_epochs: int = 0, num_classes: int | None = None) -> None:
         super().__init__()
-        if isinstance(reward, bool) or not isinstance(reward, Real):
-            raise TypeError(f"reward must be a real number in (1, K], got {reward!r}")
-        reward = float(reward)
-        if not math.isfinite(reward) or reward <= 1:
+        reward = check_finite_real(reward, name="reward")
+        if reward <= 1:
             raise ValueError(f"reward must lie in (1, K] (K = number of classes), got {reward!r}")
         if num_classes is not None:
-            if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-                raise ValueError(f"num_classes must be an int >= 2, got {num_classes!r}")
+            num_classes = check_int(num_classes, name="num_classes", minimum=2)
             if reward > num_classes:
                 raise ValueError(
                     f"reward must lie in (1, {num_classes}] for K = {num_classes}, got {reward!r}"
                 )
-        if isinstance(warmup_epochs, bool) or not isinstance(warmup_epochs, int) or warmup_epochs < 0:
-            raise ValueError(f"warmup_epochs must be an int >= 0, got {warmup_epochs!r}")
+        warmup_epochs = check_int(warmup_epochs, name="warmup_epochs", minimum=0)
         self.reward = reward
         self.num_classes = num_classes
         self.warmup_epochs = warmup_epochs
@@ -300,9 +335,7 @@ class DeepGamblersLoss(nn.Module):
 
     @staticmethod
     def _check_epoch(epoch: object) -> int:
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"epoch must be an int >= 0, got {epoch!r}")
-        return epoch
+        return check_int(epoch, name="epoch", minimum=0)
 
     def set_epoch(self, epoch: int) -> None:
         """Set the current epoch (0-based); warm-up is active while ``epoch < warmup_epochs``."""
@@ -323,11 +356,13 @@ class DeepGamblersLoss(nn.Module):
             )
         if self.reward > k:
             raise ValueError(f"reward must lie in (1, {k}] for K = {k} classes, got {self.reward!r}")
-        if not isinstance(labels, Tensor):
-            raise TypeError(f"labels must be a torch.Tensor of class indices, got {type(labels).__name__}")
-        if labels.dim() != 1 or labels.shape[0] != logits.shape[0]:
-            raise ValueError(f"labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}")
-        check_labels(labels, k, name="labels")
+        _check_labels_for(labels, logits.shape[0], k)
+        if not logits.is_floating_point():
+            raise TypeError(f"logits must be floating point, got dtype {logits.dtype}")
+        if not bool(torch.isfinite(logits).all()):
+            raise ValueError(
+                f"logits contain {int((~torch.isfinite(logits)).sum())} non-finite value(s) (NaN or inf)"
+            )
         e = self.epoch if epoch is None else self._check_epoch(epoch)
         z = logits if logits.dim() == 3 else logits.unsqueeze(1)  # (B, M, K+1)
         warm = e < self.warmup_epochs
