@@ -251,3 +251,63 @@ def test_bad_types_and_input_shapes():
         for bad in (torch.randn(5, 4), torch.randn(5, 3, 4), torch.randn(5, 2, 5)):
             with pytest.raises(ValueError, match=r"\(B, K, in\) = \(B, 2, 4\), got \(5, "):
                 layer(bad)
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("bias", [True, False])
+def test_lome_gradcheck_float64(form, bias):
+    torch.manual_seed(7)
+    layer = LoMELinear(4, 3, 3, 2, 0.9, bias=bias, form=form).double()
+    x = torch.randn(5, 3, 4, dtype=torch.double, requires_grad=True)
+    params = [p for p in (layer.weight, layer.A, layer.B, layer.bias) if p is not None]
+
+    def fn(x, *ps):
+        names = ("weight", "A", "B", "bias")
+        return torch.func.functional_call(layer, dict(zip(names, ps, strict=False)), (x,))
+
+    assert torch.autograd.gradcheck(fn, (x, *params))
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_lome_shared_input_matches_explicit_members(form):
+    """A broadcast input (LoMETab's first layer) gives the same outputs and gradients as a copy of it."""
+    torch.manual_seed(8)
+    layer = LoMELinear(6, 5, 4, 3, 0.8, form=form).double()
+    with torch.no_grad():
+        layer.bias.normal_()
+    base = torch.randn(7, 6, dtype=torch.double)
+    g = torch.randn(7, 4, 5, dtype=torch.double)
+    # through a broadcast view of a leaf: the leaf's gradient is the sum over members
+    leaf = base.clone().requires_grad_(True)
+    y = layer(leaf.unsqueeze(1).expand(7, 4, 6))
+    (y * g).sum().backward()
+    got = {n: p.grad.clone() for n, p in layer.named_parameters()}
+    layer.zero_grad()
+    copy = base.unsqueeze(1).expand(7, 4, 6).contiguous().requires_grad_(True)
+    ref_y = layer(copy)
+    (ref_y * g).sum().backward()
+    torch.testing.assert_close(y, ref_y)
+    torch.testing.assert_close(leaf.grad, copy.grad.sum(1))
+    for n, p in layer.named_parameters():
+        torch.testing.assert_close(got[n], p.grad)
+    # and against K explicit nn.Linear layers, including a stride-0 leaf's per-member gradient
+    check_low_rank(layer, base.unsqueeze(1).expand(7, 4, 6), g)
+    x0 = base.unsqueeze(1).expand(7, 4, 6).detach().requires_grad_(True)
+    (layer(x0) * g).sum().backward()
+    torch.testing.assert_close(x0.grad, copy.grad)
+
+
+def test_lome_materialized_keeps_no_member_weights_for_backward():
+    """The materialized form saves x and the parameters only, never a (K, out, in) tensor."""
+    layer = LoMELinear(16, 12, 8, 2, 0.5, form="materialized")
+    x = torch.randn(32, 8, 16, requires_grad=True)
+    saved: list[tuple[int, ...]] = []
+
+    def pack(t):
+        saved.append(tuple(t.shape))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        layer(x).sum()
+    assert (8, 12, 16) not in saved
+    assert sum(math.prod(s) for s in saved) <= x.numel() + sum(p.numel() for p in layer.parameters())

@@ -24,6 +24,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from .._checks import check_int, check_positive
 from ..members import check_members
@@ -60,6 +61,78 @@ def _init_member_bias_(bias: Tensor, fan_in: int) -> Tensor:
     """One ``U(-1/√fan_in, 1/√fan_in)`` draw of shape ``(out,)`` copied to all K rows of ``bias``."""
     row = _init_rsqrt_uniform_(torch.empty_like(bias[0]), fan_in)
     return bias.copy_(row.expand_as(bias))
+
+
+# ----------------------------------------------------------------------------------------------
+# LoMELinear's materialized form as one autograd Function
+# ----------------------------------------------------------------------------------------------
+def _lome_member_weights(weight: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """``W_k = W ⊙ (1 + A_k B_kᵀ)`` for all k, ``(K, out, in)``: one thin bmm and one fused pass."""
+    residual = torch.bmm(a, b.transpose(1, 2))
+    return torch.addcmul(weight, weight, residual, out=residual)
+
+
+class _LoMEMaterialized(torch.autograd.Function):
+    r"""``y_k = x_k W_kᵀ + b_k`` with ``W_k = W ⊙ (1 + A_k B_kᵀ)`` built inside forward and backward.
+
+    Autograd through :meth:`LoMELinear.member_weights` keeps the ``(K, out, in)`` weights (and the
+    residual) for backward and back-propagates through them in several full passes. This Function
+    saves only ``x`` and the parameters; backward rebuilds the weights once and computes, with
+    ``G_k = gy_kᵀ x_k`` (``(K, out, in)``) and ``P_k = 1 + A_k B_kᵀ``:
+
+    * ``dx_k = gy_k W_k``;
+    * ``dW = Σ_k G_k ⊙ P_k``;
+    * ``dA_k = (G_k ⊙ W) B_k``, ``dB_k = (G_k ⊙ W)ᵀ A_k``;
+    * ``db_k = Σ_b gy_{b,k}``.
+
+    Shared input (``x`` a broadcast view, ``x.stride(1) == 0``, as the first layer of LoMETab gets):
+    ``x_k = x_0`` for all k, so the forward is one GEMM ``x_0 [W_1ᵀ … W_Kᵀ]`` and ``G`` is one GEMM
+    ``gyᵀ x_0`` with ``gy`` viewed as ``(B, K·out)``; ``dx`` stays per member (the broadcast's own
+    backward sums it), so the gradient is exact for any stride-0 input.
+
+    Not twice differentiable (``once_differentiable``).
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
+        members, fout, fin = a.shape[0], weight.shape[0], weight.shape[1]
+        shared = members > 1 and x.stride(1) == 0
+        wk = _lome_member_weights(weight, a, b)
+        if shared:
+            x0 = x[:, 0]
+            flat = wk.view(members * fout, fin).t()
+            y = torch.mm(x0, flat) if bias is None else torch.addmm(bias.reshape(-1), x0, flat)
+            y = y.view(x.shape[0], members, fout)
+            ctx.save_for_backward(x0, weight, a, b)
+        else:
+            xk, wt = x.transpose(0, 1), wk.transpose(1, 2)
+            y = torch.bmm(xk, wt) if bias is None else torch.baddbmm(bias.unsqueeze(1), xk, wt)
+            y = y.transpose(0, 1)
+            ctx.save_for_backward(x, weight, a, b)
+        ctx.shared = shared
+        ctx.has_bias = bias is not None
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, gy: Tensor) -> tuple[Tensor | None, ...]:
+        x, weight, a, b = ctx.saved_tensors
+        members, fout, fin = a.shape[0], weight.shape[0], weight.shape[1]
+        residual = torch.bmm(a, b.transpose(1, 2))
+        wk = torch.addcmul(weight, weight, residual)
+        gyk = gy.transpose(0, 1)  # (K, B, out)
+        gx = torch.bmm(gyk, wk).transpose(0, 1) if ctx.needs_input_grad[0] else None
+        if ctx.shared:  # G = gyᵀ x_0 as one GEMM, written into the weights' buffer
+            gy2 = gy.reshape(gy.shape[0], members * fout)
+            g = torch.mm(gy2.t(), x, out=wk.view(members * fout, fin)).view(members, fout, fin)
+        else:
+            g = torch.bmm(gyk.transpose(1, 2), x.transpose(0, 1), out=wk)
+        gw = torch.addcmul(g, g, residual, out=residual).sum(0) if ctx.needs_input_grad[1] else None
+        h = g.mul_(weight)
+        ga = torch.bmm(h, b) if ctx.needs_input_grad[2] else None
+        gb = torch.bmm(h.transpose(1, 2), a) if ctx.needs_input_grad[3] else None
+        gbias = gy.sum(0) if ctx.has_bias and ctx.needs_input_grad[4] else None
+        return gx, gw, ga, gb, gbias
 
 
 # ----------------------------------------------------------------------------------------------
@@ -154,7 +227,10 @@ class _LowRankEnsembleLinear(nn.Module):
         if self.resolved_form(x.shape[0]) == "factored":
             y = self._factored(x)
             return y if self.bias is None else y + self.bias
-        # materialized: one batched matmul (K, B, in) × (K, in, out) -> (K, B, out)
+        return self._materialized(x)
+
+    def _materialized(self, x: Tensor) -> Tensor:
+        # generic materialized form, autograd through ``member_weights``: one batched matmul (K, B, in) × (K, in, out) -> (K, B, out)
         wt = self.member_weights().transpose(1, 2)
         xk = x.transpose(0, 1)
         y = torch.bmm(xk, wt) if self.bias is None else torch.baddbmm(self.bias.unsqueeze(1), xk, wt)
@@ -209,9 +285,12 @@ class LoMELinear(_LowRankEnsembleLinear):
         return self.init_scale
 
     def member_weights(self) -> Tensor:
-        """``W_k = W ⊙ (1 + A_k B_kᵀ)``, shape ``(K, out, in)``."""
+        """``W_k = W ⊙ (1 + A_k B_kᵀ)``, shape ``(K, out, in)`` (differentiable)."""
         residual = torch.bmm(self.A, self.B.transpose(1, 2))
         return torch.addcmul(self.weight, self.weight, residual)
+
+    def _materialized(self, x: Tensor) -> Tensor:
+        return _LoMEMaterialized.apply(x, self.weight, self.A, self.B, self.bias)
 
     def _factored(self, x: Tensor) -> Tensor:
         ones_a = self.A.new_ones(self.members, self.out_features, 1)
