@@ -1,4 +1,4 @@
-"""Tabular experiments: the method runner, the rank table, and the three commands end to end (tiny budget)."""
+"""Tabular experiments: the job (public estimators, scores), the rank tables, the three experiments (tiny)."""
 
 from __future__ import annotations
 
@@ -8,29 +8,16 @@ import math
 import numpy as np
 import pytest
 
-from ensemblize.data.tabular import evaluate_predictions, load_table, prepare
+from ensemblize.evaluation.tabular import evaluate_predictions
 from ensemblize.experiments import tabular as T
+from ensemblize.experiments import tabular_methods as TM
+from ensemblize.experiments.jobs import Execution, OptionError
+
+TINY = {"budget": "tiny", "max_rows": 150, "split_seed": 0}
+QUIET = Execution(quiet=True)
 
 
-@pytest.fixture(scope="module")
-def tiny_binary():
-    ds = load_table("sklearn/breast_cancer")
-    rows = np.random.default_rng(0).choice(ds.n_rows, size=160, replace=False)
-    ds = ds.subset(rows)
-    # keep it small and fast: 5 numeric columns
-    ds.X = ds.X.iloc[:, :5]
-    ds.numeric = list(ds.X.columns)
-    return prepare(ds, seed=0)
-
-
-@pytest.fixture(scope="module")
-def tiny_regression():
-    ds = load_table("sklearn/diabetes")
-    ds = ds.subset(np.arange(150))
-    return prepare(ds, seed=0)
-
-
-# --- rank table -----------------------------------------------------------------------------
+# --- rank tables ----------------------------------------------------------------------------
 
 
 def _rec(dataset, method, seed, **metrics):
@@ -45,9 +32,10 @@ def test_average_ranks_hand_computed_with_ties():
         _rec("a", "y", 0, rmse=0.2), _rec("a", "y", 1, rmse=0.2),
         _rec("a", "z", 0, rmse=0.15), _rec("a", "z", 1, rmse=0.15),
         # classification "b": mean accuracy x = 0.8, y = 0.9, z = 0.7 (higher is better)
-        _rec("b", "x", 0, accuracy=0.8), _rec("b", "y", 0, accuracy=0.9), _rec("b", "z", 0, accuracy=0.7),
+        _rec("b", "x", 0, accuracy=0.8, log_loss=0.3), _rec("b", "y", 0, accuracy=0.9, log_loss=0.5),
+        _rec("b", "z", 0, accuracy=0.7, log_loss=0.2),
         # classification "c": only x and y ran, tie
-        _rec("c", "x", 0, accuracy=0.5), _rec("c", "y", 0, accuracy=0.5),
+        _rec("c", "x", 0, accuracy=0.5, log_loss=0.7), _rec("c", "y", 0, accuracy=0.5, log_loss=0.6),
     ]  # fmt: skip
     ranks = T.average_ranks(records)
     assert ranks["per_dataset"]["a"] == {"x": 1.5, "y": 3.0, "z": 1.5}
@@ -58,133 +46,207 @@ def test_average_ranks_hand_computed_with_ties():
     )
     assert list(ranks["average"]) == ["x", "y", "z"]  # best first: 1.667, 1.833, 2.25
     assert ranks["n_datasets"] == {"x": 3, "y": 3, "z": 2}
-    md = T.rank_table_markdown(ranks)
-    assert "| z | 2.25 | 2 | 1.5 | 3 | — |" in md
+    assert "| z | 2.25 | 2 | 1.5 | 3 | — |" in T.rank_table_markdown(ranks)
     scores = T.score_table_markdown(records)
     assert "| x | 0.1500 ± 0.0707 | 0.8000 ± 0.0000 | 0.5000 ± 0.0000 |" in scores
+    # log-loss is ranked on its own (lower is better) and only where it was measured
+    ll = T.average_ranks(records, metric="log_loss")
+    assert ll["per_dataset"] == {"b": {"x": 2.0, "y": 3.0, "z": 1.0}, "c": {"x": 2.0, "y": 1.0}}
+    assert ll["average"] == pytest.approx({"x": 2.0, "y": 2.0, "z": 1.0})
+    assert "b (log-loss ↓)" in T.score_table_markdown(records, metric="log_loss")
+    with pytest.raises(ValueError, match="'auc'"):
+        T.average_ranks(records, metric="auc")
 
 
-def test_budget_config_and_bad_input(tiny_binary):
-    small = T.budget_config("quick", 100)
-    large = T.budget_config("quick", 20_000)
+def test_cost_table_sums_cpu_seconds():
+    recs = [
+        dict(_rec("a", "x", s, rmse=0.1), cpu_seconds=c, train_seconds=w)
+        for s, c, w in ((0, 2.0, 1.0), (1, 4.0, 3.0))
+    ]
+    assert "| x | 2 | 1 | 1 | 2.0 | 3.0 | 6 |" in T.cost_table_markdown(recs)
+
+
+def test_budget_config_and_bad_input():
+    assert TM.budget_config("full", 100) == {"gbdt_rounds": 4000, "gbdt_patience": 50}  # estimator defaults
+    small, large = TM.budget_config("quick", 100), TM.budget_config("quick", 20_000)
     assert (small["max_epochs"], large["max_epochs"]) == (80, 40)
-    assert T.budget_config("full", 100, rank=8)["rank"] == 8
+    assert TM.budget_config("full", 100, rank=8)["rank"] == 8
     with pytest.raises(ValueError, match="bogus"):
-        T.budget_config("quick", 100, bogus=1)
+        TM.budget_config("quick", 100, bogus=1)
     with pytest.raises(ValueError, match="'huge'"):
-        T.budget_config("huge", 100)
+        TM.budget_config("huge", 100)
     with pytest.raises(ValueError, match="'forest'"):
-        T.run_tabular_method("forest", tiny_binary, seed=0, budget="tiny")
+        TM.tabular_job(method="forest", dataset="concrete", seed=0, **TINY)
     with pytest.raises(TypeError, match="seed"):
-        T.run_tabular_method("mlp", tiny_binary, seed=1.5, budget="tiny")
+        TM.tabular_job(method="mlp", dataset="concrete", seed=1.5, **TINY)
 
 
-# --- the runner -----------------------------------------------------------------------------
+# --- the job ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method", T.METHODS)
-def test_runner_every_method_binary(tiny_binary, method):
-    if method == "catboost":
-        pytest.importorskip("catboost")
-    if method == "xgboost":
-        pytest.importorskip("xgboost")
-    rec = T.run_tabular_method(method, tiny_binary, seed=0, budget="tiny")
-    m = rec.metrics
+def _runnable(method):
+    why = TM.method_available(method)
+    if why is not None:
+        pytest.skip(why)
+
+
+@pytest.mark.parametrize("method", [m for m in TM.METHODS if m != "tabm"])
+def test_job_every_method_binary(method):
+    _runnable(method)
+    (rec,) = TM.tabular_job(method=method, dataset="breast_cancer", seed=0, **TINY)
+    m = rec["metrics"]
     for key in ("accuracy", "roc_auc", "val_accuracy", "val_roc_auc"):
         assert 0.0 <= m[key] <= 1.0, (key, m)
-    # accuracy is a multiple of 1/n_test
-    n_test = len(tiny_binary.y_test)
+    assert m["log_loss"] > 0 and m["val_log_loss"] > 0
+    n_test = len(TM.load_split("breast_cancer", split_seed=0, max_rows=150).test.y)
+    assert n_test == 30  # 20 % of 150
     assert m["accuracy"] * n_test == pytest.approx(round(m["accuracy"] * n_test))
-    ensemble = method in ("lometab", "tabm", "additive", "sigma")
+    ensemble = method in TM.ENSEMBLE_METHODS
     assert ("pairwise_kl" in m) == ensemble and ("disagreement" in m) == ensemble
-    if ensemble:
-        assert rec.members == 4 and m["pairwise_kl"] >= 0 and 0 <= m["disagreement"] <= 1
-    else:
-        assert rec.members == 1
-    assert rec.params > 0 and rec.train_seconds >= 0 and rec.dataset == tiny_binary.name
+    assert rec["members"] == (2 if ensemble else 1)
+    assert rec["params"] > 0 and rec["train_seconds"] >= 0 and rec["cpu_seconds"] > 0
+    assert (rec["dataset"], rec["task"], rec["budget"]) == ("breast_cancer", "binclass", "tiny")
 
 
-def test_runner_values_match_predictions(tiny_regression):
-    """The recorded test RMSE is the RMSE of the ensemble mean of the model's own member outputs."""
+def test_job_scores_are_the_public_estimators_own():
+    """The record is what a user gets: LoMETabRegressor(...).fit(train, eval_set=val) scored on test."""
+    from ensemblize.tabular import LoMETabRegressor
+
+    (rec,) = TM.tabular_job(method="lometab", dataset="concrete", seed=1, keep_history=True, **TINY)
+    sp = TM.load_split("concrete", split_seed=0, max_rows=150)
+    est = LoMETabRegressor(random_state=1, **rec["setting"]).fit(
+        sp.train.X, sp.train.y, eval_set=(sp.val.X, sp.val.y)
+    )
+    std = float(np.std(sp.train.y.to_numpy()))
+    want = math.sqrt(np.mean((est.predict(sp.test.X) - sp.test.y.to_numpy()) ** 2)) / std
+    assert rec["metrics"]["rmse"] == pytest.approx(want, rel=1e-9)
+    members = est.predict_members(sp.test.X) / std
+    assert rec["metrics"]["ambiguity"] == pytest.approx(
+        np.mean((members - members.mean(1, keepdims=True)) ** 2)
+    )
+    assert rec["setting"] == {"members": 2, "n_blocks": 1, "d_block": 16, "max_epochs": 3, "patience": 2,
+                              "n_bins": 8, "impute": True}  # fmt: skip
+    assert len(rec["history"]) == rec["epochs"] <= 3
+    # deterministic: the same spec gives the same record (timing aside)
+    (again,) = TM.tabular_job(method="lometab", dataset="concrete", seed=1, **TINY)
+    assert again["metrics"] == rec["metrics"]
+
+
+def test_job_gbdt_scores_match_fit_gbdt():
+    pytest.importorskip("xgboost")
+    from ensemblize.data.table_preprocessing import prepare
     from ensemblize.tabular.gbdt import fit_gbdt
 
-    rec = T.run_tabular_method("xgboost", tiny_regression, seed=3, budget="tiny")
-    model = fit_gbdt("xgboost", tiny_regression.X_train, tiny_regression.y_train, tiny_regression.X_val,
-                     tiny_regression.y_val, task="regression", seed=3,
-                     params={"max_rounds": 20, "early_stopping_rounds": 5})  # fmt: skip
-    want = evaluate_predictions("regression", tiny_regression.y_test, model.predict(tiny_regression.X_test))
-    assert rec.metrics["rmse"] == pytest.approx(want["rmse"])
-    assert rec.params == model.best_iteration + 1
-
-
-def test_runner_regression_deterministic_and_parameter_counts(tiny_regression):
-    a = T.run_tabular_method("lometab", tiny_regression, seed=1, budget="tiny", keep_history=True)
-    b = T.run_tabular_method("lometab", tiny_regression, seed=1, budget="tiny")
-    assert a.metrics == b.metrics
-    assert set(a.metrics) == {"rmse", "ambiguity", "val_rmse", "val_ambiguity"}
-    assert len(a.extra["history"]) == a.extra["epochs"] <= 3
-    # the best epoch's validation RMSE is what the restored model scores on validation
-    assert a.metrics["val_rmse"] == pytest.approx(
-        a.extra["history"][a.extra["best_epoch"]]["val_rmse"], rel=1e-5
+    (rec,) = TM.tabular_job(method="xgboost", dataset="concrete", seed=3, **TINY)
+    p = prepare(TM.load_split("concrete", split_seed=0, max_rows=150), seed=0)
+    model = fit_gbdt("xgboost", p.X_train, p.y_train, p.X_val, p.y_val, task="regression", seed=3,
+                     params={"max_rounds": 20, "early_stopping_rounds": 5, "learning_rate": 0.05})  # fmt: skip
+    assert rec["metrics"]["rmse"] == pytest.approx(
+        evaluate_predictions("regression", p.y_test, model.predict(p.X_test))["rmse"]
     )
-    mlp = T.run_tabular_method("mlp", tiny_regression, seed=1, budget="tiny")
-    assert "ambiguity" not in mlp.metrics and mlp.members == 1
-    # rank r adapters: lometab has 2·K·r·(d_in + d_out) more parameters per layer than the shared MLP layer
-    lo = T.run_tabular_method("lometab", tiny_regression, seed=1, budget="tiny", rank=3, max_epochs=1)
-    lo1 = T.run_tabular_method("lometab", tiny_regression, seed=1, budget="tiny", rank=1, max_epochs=1)
-    assert lo.params > lo1.params
+    assert rec["params"] == model.best_iteration + 1
+    assert rec["setting"]["learning_rate"] == 0.05
 
 
-# --- commands end to end --------------------------------------------------------------------
+# --- experiments ---------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_cli_bench_grid_diversity_end_to_end(tmp_path):
-    from typer.testing import CliRunner
-
-    from ensemblize.cli import app
-
-    runner = CliRunner()
+def test_bench_runs_jobs_writes_tables_and_resumes(tmp_path):
+    pytest.importorskip("xgboost")
     out = tmp_path / "bench"
-    res = runner.invoke(app, ["experiment", "tabular-bench", "--datasets", "concrete", "--methods", "mlp,xgboost",
-                              "--seeds", "0,1", "--budget", "tiny", "--out", str(out)])  # fmt: skip
-    assert res.exit_code == 0, res.output
-    rows = json.loads((out / "results.json").read_text())
-    assert sorted((r["method"], r["seed"]) for r in rows) == [
+    kw = {"datasets": ["concrete"], "methods": ["mlp", "xgboost"], "seeds": [0, 1], "budget": "tiny",
+          "max_rows": 150, "out": out}  # fmt: skip
+    recs = T.tabular_bench(**kw, execution=QUIET)
+    assert [(r["method"], r["seed"]) for r in recs] == [
         ("mlp", 0),
         ("mlp", 1),
         ("xgboost", 0),
         ("xgboost", 1),
     ]
-    assert all(r["dataset"] == "concrete" and math.isfinite(r["metrics"]["rmse"]) for r in rows)
+    assert json.loads((out / "results.json").read_text()) == recs
     md = (out / "tables.md").read_text()
-    assert "## Average rank" in md and "concrete (RMSE ↓)" in md
+    assert "concrete (RMSE ↓)" in md and "### Mean rank on rmse" in md and "## Cost" in md
+    ranks = json.loads((out / "ranks.json").read_text())["ranks"]
+    assert set(ranks["rmse"]["average"]) == {"mlp", "xgboost"}
+    files = {p.name: p.stat().st_mtime_ns for p in (out / "jobs").iterdir()}
+    assert len(files) == 4
+    again = T.tabular_bench(**kw, execution=Execution(quiet=True, resume=True))
+    assert again == recs  # read back, not recomputed
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "jobs").iterdir()} == files
+    with pytest.raises(ValueError, match="--out .* already holds a run"):
+        T.tabular_bench(**kw, execution=QUIET)  # a finished run is not silently redone
 
-    bad = runner.invoke(app, ["experiment", "tabular-bench", "--methods", "forest", "--out", str(out)])
-    assert bad.exit_code != 0 and "forest" in bad.output
 
-    out = tmp_path / "grid"
-    res = runner.invoke(app, ["experiment", "tabular-grid", "--dataset", "concrete", "--ranks", "1,2",
-                              "--scales", "0.1,1", "--budget", "tiny", "--out", str(out)])  # fmt: skip
-    assert res.exit_code == 0, res.output
-    summary = json.loads((out / "grid_summary.json").read_text())
-    rows = json.loads((out / "results.json").read_text())
-    best = min(rows, key=lambda r: r["metrics"]["val_rmse"])  # chosen on validation, not test
-    assert (summary["best_on_val"]["rank"], summary["best_on_val"]["init_scale"]) == (
-        best["rank"],
-        best["init_scale"],
+@pytest.mark.parametrize(
+    ("kwargs", "option"),
+    [
+        ({"methods": ["forest"]}, "--methods"),
+        ({"datasets": ["nope"]}, "--datasets"),
+        ({"budget": "huge"}, "--budget"),
+        ({"seeds": [0, 0]}, "--seeds"),
+        ({"max_rows": 3}, "--max-rows"),
+    ],
+)
+def test_bench_bad_options_are_named_before_any_work(tmp_path, kwargs, option):
+    with pytest.raises(OptionError, match=option):
+        T.tabular_bench(**{"budget": "tiny", "out": tmp_path / "o", **kwargs}, execution=QUIET)
+    assert not (tmp_path / "o").exists()
+
+
+def test_lite_preset_is_one_table():
+    assert T.BUDGET_TABLES["lite"] == ("concrete",)
+    jobs = T.bench_jobs(
+        datasets=T._tables(None, "lite"), methods=["lometab"], seeds=[0], split_seed=0, budget="lite"
     )
+    assert [j.params["dataset"] for j in jobs] == ["concrete"]
+
+
+def test_grid_best_cell_is_chosen_on_validation(tmp_path):
+    out = tmp_path / "grid"
+    rows = T.tabular_grid(dataset="concrete", ranks=[1, 2], scales=[0.1, 1.0], budget="tiny", max_rows=150,
+                          out=out, execution=QUIET)  # fmt: skip
+    assert [r["method"] for r in rows] == ["lometab[r=1,σ=0.1]", "lometab[r=1,σ=1]", "lometab[r=2,σ=0.1]",
+                                           "lometab[r=2,σ=1]"]  # fmt: skip
+    assert [(r["setting"]["rank"], r["setting"]["init_scale"]) for r in rows] == [
+        (1, 0.1),
+        (1, 1.0),
+        (2, 0.1),
+        (2, 1.0),
+    ]
+    summary = json.loads((out / "grid_summary.json").read_text())
+    best = min(rows, key=lambda r: r["metrics"]["val_rmse"])  # validation, not test
+    assert (summary["best_on_val"]["rank"], summary["best_on_val"]["init_scale"]) == (
+        best["setting"]["rank"], best["setting"]["init_scale"]
+    )  # fmt: skip
     amb = [r["metrics"]["ambiguity"] for r in rows]
     assert summary["orders_of_magnitude"] == pytest.approx(math.log10(max(amb) / min(amb)))
     assert (out / "grid.png").stat().st_size > 0
 
+
+def test_diversity_curves_per_epoch(tmp_path):
     out = tmp_path / "div"
-    res = runner.invoke(app, ["experiment", "tabular-diversity", "--dataset", "credit", "--methods", "lometab,additive",
-                              "--epochs", "2", "--budget", "tiny", "--out", str(out)])  # fmt: skip
-    assert res.exit_code == 0, res.output
+    rows = T.tabular_diversity(dataset="credit", methods=["lometab", "additive"], epochs=2, budget="tiny",
+                               max_rows=200, out=out, execution=QUIET)  # fmt: skip
+    assert all(len(r["history"]) == 2 for r in rows)  # all epochs run, no early stop
     summary = json.loads((out / "diversity_summary.json").read_text())
-    assert len(summary["lometab"]["curve_mean"]) == 2
+    want = [r["history"][e]["val_pairwise_kl"] for r in rows[:1] for e in range(2)]
+    assert summary["lometab"]["curve_mean"] == pytest.approx(want)
     assert summary["additive_over_lometab_last_quarter"] == pytest.approx(
         summary["additive"]["last_quarter_mean"] / summary["lometab"]["last_quarter_mean"]
     )
     assert (out / "diversity.png").stat().st_size > 0
+    with pytest.raises(ValueError, match="val_pairwise_kl"):
+        T.diversity_curves([{"method": "x", "history": [{"val_loss": 1.0}]}], key="val_pairwise_kl")
+
+
+def test_experiments_are_plain_functions():
+    import inspect
+    import sys
+
+    import ensemblize.experiments.tabular  # noqa: F401
+
+    assert "typer" not in {m.split(".")[0] for m in vars(T) if isinstance(getattr(T, m), type(sys))}
+    for fn in T.EXPERIMENTS.values():
+        for p in inspect.signature(fn).parameters.values():
+            assert p.kind is p.KEYWORD_ONLY and p.default is not inspect.Parameter.empty
+            assert type(p.default).__module__ in ("builtins", "pathlib") or p.default is None, (fn, p)

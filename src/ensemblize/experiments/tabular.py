@@ -1,629 +1,432 @@
 """Tabular experiments (LoMETab paper): benchmark, (rank, σ_init) grid and diversity over training.
 
-Commands (``ensemblize experiment NAME``):
+Each experiment is a plain function (Python defaults, lists for grids) that expands into independent
+jobs (:mod:`ensemblize.experiments.jobs`) — one :func:`~ensemblize.experiments.tabular_methods.tabular_job`
+per method × table × seed × setting — runs them in process, on local worker processes or on a Dask
+cluster (``execution``), resumes an interrupted run from the per-job files in ``out``, and writes its
+tables and figures from the merged records:
 
-* ``tabular-bench`` — every method on every dataset and seed; per-dataset mean ± std, average rank,
-  parameter counts, train time;
-* ``tabular-grid`` — LoMETab over rank ``r`` × ``σ_init``: heatmaps of diversity and score, the
-  best cell chosen on validation, the diversity range spanned;
-* ``tabular-diversity`` — member diversity per epoch for LoMETab, the additive low-rank ablation
-  and TabM on one classification table.
+* :func:`tabular_bench` — every method on every table and seed: per-table mean ± std of accuracy,
+  log-loss and RMSE / train-std, mean ranks per score, parameters and CPU seconds;
+* :func:`tabular_grid` — the LoMETab estimator over rank ``r`` × ``σ_init``: heatmaps of test
+  diversity and score, the best cell chosen on validation, the diversity range spanned;
+* :func:`tabular_diversity` — member diversity per epoch for LoMETab, the additive ablation and the
+  BatchEnsemble (TabM) layer on one table.
 
-All methods go through :func:`run_tabular_method` on the same :class:`~ensemblize.data.tabular.PreparedTable`
-(the TabM protocol: fixed split, noisy quantile transform, one-hot). Methods (:data:`METHODS`):
-
-=============  =================================================================================
-``lometab``    :class:`~ensemblize.tabular.model.LoMETabModel`, ``layer="lome"`` (rank r, σ_init)
-``tabm``       ``layer="batchensemble"`` (TabM: rank-1 multiplicative adapters)
-``additive``   ``layer="additive"`` (``W + A_k B_kᵀ``, the paper's ablation)
-``mlp``        ``layer="plain"``, K = 1
-``sigma``      σN-Ens of a normalised MLP (:mod:`ensemblize.tabular.sigma_mlp`) with the diversity
-               regulariser (τ, λ)
-``xgboost``    :func:`~ensemblize.tabular.gbdt.fit_gbdt` (default-tuned, early stopping on val)
-``catboost``   idem (skipped with a message when not installed)
-=============  =================================================================================
-
-Budgets (:data:`BUDGETS`): ``tiny`` (tests), ``lite`` (K = 8, 2 blocks of 128, ≤ 40 epochs with
-patience 8 — the many-table benchmark on a shared 2-core machine), ``quick`` (the reduced budget this machine affords:
-K = 16, 2 blocks of 128, ≤ 40 epochs with patience 8 on tables with > 10k training rows, ≤ 80 epochs
-with patience 12 otherwise) and ``full`` (the paper's architecture: K = 32, 3 blocks of 256, ≤ 200
-epochs, patience 16). Every record's ``metrics`` hold the test score (``rmse`` on the standardised
-target, or ``accuracy`` and — binary — ``roc_auc``), the validation score (``val_rmse`` /
-``val_accuracy``) and, for ensembles, test diversity (``ambiguity``, or ``pairwise_kl`` and
-``disagreement``). ``params`` is the parameter count (GBDT: the number of trees).
+Every network is the public estimator a user gets (:mod:`ensemblize.experiments.tabular_methods`
+lists the methods and the budget presets), on the registry's 64/16/20 splits
+(:func:`ensemblize.data.tables.split`); the tables are in :mod:`ensemblize.experiments.tabular_tables`.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import typer
+
+from . import options as O
+from .jobs import Execution, Job, experiment_folder, merged_records
+from .tabular_methods import BUDGETS, METHODS, budget_config, method_available, tabular_job
+from .tabular_tables import (
+    SCORES,
+    average_ranks,
+    cost_table_markdown,
+    primary_metric,
+    rank_table_markdown,
+    score_table_markdown,
+)
 
 __all__ = [
+    "EXPERIMENTS",
     "METHODS",
     "BUDGETS",
+    "DEFAULT_METHODS",
+    "BUDGET_TABLES",
     "budget_config",
-    "run_tabular_method",
+    "tabular_job",
+    "tabular_bench",
+    "tabular_grid",
+    "tabular_diversity",
+    "bench_jobs",
     "primary_metric",
     "average_ranks",
     "score_table_markdown",
     "rank_table_markdown",
-    "COMMANDS",
+    "cost_table_markdown",
 ]
 
-METHODS = ("lometab", "tabm", "additive", "mlp", "sigma", "xgboost", "catboost")
-_LAYER = {"lometab": "lome", "tabm": "batchensemble", "additive": "additive", "mlp": "plain"}
-_GBDT = ("xgboost", "catboost")
+DEFAULT_METHODS = ("lometab", "tabm", "xgboost", "catboost")
+"""The comparison of issue 11: the default estimators, official TabM, XGBoost and CatBoost."""
 
-BUDGETS: dict[str, dict[str, dict[str, Any]]] = {
-    "tiny": {
-        "small": {"members": 4, "n_blocks": 1, "d_block": 16, "max_epochs": 3, "patience": 2,
-                  "n_bins": 8, "gbdt_rounds": 20, "gbdt_patience": 5},
-        "large": {"members": 4, "n_blocks": 1, "d_block": 16, "max_epochs": 3, "patience": 2,
-                  "n_bins": 8, "gbdt_rounds": 20, "gbdt_patience": 5},
-    },
-    "lite": {
-        "small": {"members": 8, "n_blocks": 2, "d_block": 128, "max_epochs": 40, "patience": 8,
-                  "n_bins": 48, "gbdt_rounds": 2000, "gbdt_patience": 50},
-        "large": {"members": 8, "n_blocks": 2, "d_block": 128, "max_epochs": 30, "patience": 8,
-                  "n_bins": 48, "gbdt_rounds": 2000, "gbdt_patience": 50},
-    },
-    "quick": {
-        "small": {"members": 16, "n_blocks": 2, "d_block": 128, "max_epochs": 80, "patience": 12,
-                  "n_bins": 48, "gbdt_rounds": 2000, "gbdt_patience": 50},
-        "large": {"members": 16, "n_blocks": 2, "d_block": 128, "max_epochs": 40, "patience": 8,
-                  "n_bins": 48, "gbdt_rounds": 2000, "gbdt_patience": 50},
-    },
-    "full": {
-        "small": {"members": 32, "n_blocks": 3, "d_block": 256, "max_epochs": 200, "patience": 16,
-                  "n_bins": 48, "gbdt_rounds": 2000, "gbdt_patience": 50},
-        "large": {"members": 32, "n_blocks": 3, "d_block": 256, "max_epochs": 200, "patience": 16,
-                  "n_bins": 48, "gbdt_rounds": 2000, "gbdt_patience": 50},
-    },
-}  # fmt: skip
-"""Preset -> table size (``"large"``: more than 10,000 training rows) -> hyper-parameters."""
-
-_COMMON = {"dropout": 0.1, "d_embedding": 16, "lr": 2e-3, "weight_decay": 3e-4, "rank": 2,
-           "init_scale": 0.5, "tau": 1.0, "lam": 1e-3, "noise": 0.5, "norm": "batchnorm"}  # fmt: skip
-_LARGE_ROWS = 10_000
+BUDGET_TABLES: dict[str, tuple[str, ...]] = {
+    "tiny": ("concrete",),
+    "lite": ("concrete",),
+    "quick": (),  # () -> the registry's BENCHMARK_SUITE
+    "full": (),
+}
+"""Tables a preset runs when ``datasets`` is not given (``lite``: one small table, a quick check)."""
 
 
-def budget_config(budget: str, n_train: int, **overrides: Any) -> dict[str, Any]:
-    """Hyper-parameters of preset ``budget`` for a table with ``n_train`` training rows, then ``overrides``.
+def _tables(datasets: Sequence[str] | None, budget: str) -> list[str]:
+    """The registry tables to run: ``datasets``, or (None / empty) the preset's tables."""
+    from ensemblize.data.tables import BENCHMARK_SUITE, BENCHMARK_TABLES
 
-    Raises ValueError for an unknown preset or an unknown override name.
-    """
-    if budget not in BUDGETS:
-        raise ValueError(f"budget must be one of {tuple(BUDGETS)}, got {budget!r}")
-    cfg = {**_COMMON, **BUDGETS[budget]["large" if n_train > _LARGE_ROWS else "small"]}
-    unknown = sorted(set(overrides) - set(cfg))
-    if unknown:
-        raise ValueError(f"unknown hyper-parameter(s) {unknown}; known: {sorted(cfg)}")
-    return {**cfg, **overrides}
+    if datasets is None or (not isinstance(datasets, str) and len(datasets) == 0):
+        datasets = BUDGET_TABLES[budget] or BENCHMARK_SUITE
+    return O.choices(datasets, option="--datasets", allowed=list(BENCHMARK_TABLES))
 
 
-def primary_metric(task: str) -> tuple[str, bool]:
-    """``(metric name, higher is better)``: ``("rmse", False)`` for regression, else ``("accuracy", True)``."""
-    return ("rmse", False) if task == "regression" else ("accuracy", True)
+def _runnable(methods: Sequence[str], *, quiet: bool) -> tuple[list[str], dict[str, str]]:
+    """The methods that can run here, and why each other one cannot."""
+    skipped = {m: why for m in methods if (why := method_available(m)) is not None}
+    if skipped and not quiet:
+        for m, why in skipped.items():
+            print(f"skipping {m}: {why}", file=sys.stderr)
+    return [m for m in methods if m not in skipped], skipped
 
 
-def _bins(prepared, x_train, y_train, n_bins: int):
-    from ensemblize.tabular.estimators import safe_bins
-
-    n_num = prepared.n_numeric
-    if n_num == 0:
-        return None
-    n_bins = min(int(n_bins), len(x_train) - 1)
-    return safe_bins(
-        x_train[:, :n_num],
-        y_train,
-        n_bins=n_bins,
-        method="quantile",
-        regression=prepared.task == "regression",
-    )
+def _max_rows(max_rows: int | None) -> int | None:
+    return None if max_rows is None else O.ints([max_rows], option="--max-rows", minimum=10)[0]
 
 
-def _scores(task: str, y: np.ndarray, members_out: np.ndarray, *, prefix: str) -> dict[str, float]:
-    """Ensemble score (and diversity) from raw member outputs ``(N, K, C)`` logits / ``(N, K)``."""
-    from ensemblize import metrics
-    from ensemblize.data.tabular import evaluate_predictions
-
-    if task == "regression":
-        out = {f"{prefix}{k}": v for k, v in evaluate_predictions(task, y, members_out.mean(axis=1)).items()}
-        if members_out.shape[1] > 1:
-            out[f"{prefix}ambiguity"] = float(metrics.ambiguity(members_out))
-        return out
-    z = members_out - members_out.max(axis=-1, keepdims=True)
-    probs = np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
-    out = {f"{prefix}{k}": v for k, v in evaluate_predictions(task, y, probs.mean(axis=1)).items()}
-    if members_out.shape[1] > 1:
-        out[f"{prefix}pairwise_kl"] = float(metrics.pairwise_kl(probs))
-        out[f"{prefix}disagreement"] = float(metrics.disagreement(probs))
-    return out
+def _describe(records: Sequence[Mapping[str, Any]]) -> str:
+    r = records[0]
+    shown = [f"{k} {r['metrics'][k]:.4f}" for k in SCORES if k in r["metrics"]]
+    return ", ".join([*shown, f"CPU {float(r.get('cpu_seconds', math.nan)):.1f} s"])
 
 
-def run_tabular_method(
-    method: str,
-    prepared,
+def _run(folder, jobs: list[Job]) -> list[dict[str, Any]]:
+    return merged_records(folder.run(jobs, describe=_describe))
+
+
+def _echo(text: str, execution: Execution | None) -> None:
+    if not (execution and execution.quiet):
+        print(text)
+
+
+# --------------------------------------------------------------------------------------------
+# tabular-bench
+# --------------------------------------------------------------------------------------------
+
+
+def bench_jobs(
     *,
-    seed: int,
-    budget: str = "quick",
-    keep_history: bool = False,
-    **hp: Any,
-):
-    """Train and evaluate one method on one prepared table -> :class:`ensemblize.report.results.Record`.
-
-    Args:
-        method: one of :data:`METHODS`.
-        prepared: a :class:`~ensemblize.data.tabular.PreparedTable`.
-        seed: seeds the initialisation, dropout, batch order, σN gate noise and the GBDT.
-        budget: preset of :data:`BUDGETS`; ``hp`` overrides any of its keys (``members``,
-            ``n_blocks``, ``d_block``, ``max_epochs``, ``patience``, ``rank``, ``init_scale``,
-            ``lr``, ``weight_decay``, ``dropout``, ``tau``, ``lam``, ``noise``, ``norm``,
-            ``n_bins``, ``gbdt_rounds``, ``gbdt_patience``, ``d_embedding``).
-        keep_history: store the per-epoch training history in ``record.extra["history"]``.
-
-    Returns a Record with ``metrics`` = test score (+ diversity for ensembles) and ``val_*`` score,
-    ``params`` = parameters (GBDT: trees), ``train_seconds``, and ``extra`` holding the setting.
-
-    Raises:
-        ValueError: unknown method / budget / hyper-parameter.
-        ImportError: ``catboost`` / ``xgboost`` requested but not installed.
-    """
-    import torch
-
-    from ensemblize.report.results import Record
-
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {seed!r}")
-    task = prepared.task
-    regression = task == "regression"
-    cfg = budget_config(budget, len(prepared.X_train), **hp)
-
-    if method in _GBDT:
-        from ensemblize.tabular.gbdt import fit_gbdt
-
-        params = {"max_rounds": cfg["gbdt_rounds"], "early_stopping_rounds": cfg["gbdt_patience"]}
-        model = fit_gbdt(
-            method, prepared.X_train, prepared.y_train, prepared.X_val, prepared.y_val,
-            task=task, seed=int(seed), params=params, n_classes=prepared.n_classes,
+    datasets: Sequence[str],
+    methods: Sequence[str],
+    seeds: Sequence[int],
+    split_seed: int,
+    budget: str,
+    max_rows: int | None = None,
+    experiment: str = "tabular-bench",
+) -> list[Job]:
+    """One job per table × method × seed (in that nesting order, which is the merge order)."""
+    return [
+        Job.make(
+            experiment,
+            tabular_job,
+            f"{ds} {m} seed={s}",
+            method=m,
+            dataset=ds,
+            seed=s,
+            split_seed=split_seed,
+            budget=budget,
+            max_rows=max_rows,
         )  # fmt: skip
-        metrics = {}
-        for prefix, x, y in (
-            ("", prepared.X_test, prepared.y_test),
-            ("val_", prepared.X_val, prepared.y_val),
-        ):
-            from ensemblize.data.tabular import evaluate_predictions
-
-            metrics.update(
-                {f"{prefix}{k}": v for k, v in evaluate_predictions(task, y, model.predict(x)).items()}
-            )
-        rounds = model.best_iteration + 1
-        trees = rounds * (prepared.n_classes if task == "multiclass" else 1)
-        return Record(
-            method=method, dataset=prepared.name, seed=int(seed), members=1, params=int(trees),
-            train_seconds=float(model.train_seconds), metrics=metrics,
-            extra={"budget": budget, "setting": {"rounds": rounds, **params}},
-        )  # fmt: skip
-
-    from ensemblize.tabular.model import LoMETabModel
-    from ensemblize.tabular.train import predict_members, train_model
-
-    x_tr = torch.from_numpy(prepared.X_train)
-    y_tr = torch.from_numpy(prepared.y_train)
-    x_va = torch.from_numpy(prepared.X_val)
-    y_va = torch.from_numpy(prepared.y_val)
-    members = 1 if method == "mlp" else int(cfg["members"])
-    n_out = 1 if regression else int(prepared.n_classes)
-    arch = {
-        "n_num": prepared.n_numeric,
-        "cat_cardinalities": prepared.preprocessor.cat_cardinalities_,
-        "n_out": n_out,
-        "regression": regression,
-        "n_blocks": int(cfg["n_blocks"]),
-        "d_block": int(cfg["d_block"]),
-        "dropout": float(cfg["dropout"]),
-        "embedding": "piecewise" if prepared.n_numeric else "none",
-        "bins": _bins(prepared, x_tr, y_tr, cfg["n_bins"]),
-        "d_embedding": int(cfg["d_embedding"]),
-    }
-    setting = {
-        k: cfg[k] for k in ("n_blocks", "d_block", "dropout", "lr", "weight_decay", "max_epochs", "patience")
-    }
-    regularizer = None
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
-        if method == "sigma":
-            from ensemblize.tabular.sigma_mlp import build_sigma_tab_mlp, sigma_regularizer
-
-            model = build_sigma_tab_mlp(
-                members=members, noise=float(cfg["noise"]), seed=int(seed), norm=cfg["norm"], **arch
-            )
-            regularizer = sigma_regularizer(float(cfg["tau"]), float(cfg["lam"]))
-            setting.update({k: cfg[k] for k in ("tau", "lam", "noise", "norm")})
-        else:
-            layer = _LAYER[method]
-            model = LoMETabModel(
-                **arch,
-                members=members,
-                layer=layer,
-                rank=int(cfg["rank"]),
-                init_scale=float(cfg["init_scale"]),
-            )
-            if layer in ("lome", "additive"):
-                setting.update({"rank": cfg["rank"], "init_scale": cfg["init_scale"]})
-        res = train_model(
-            model, x_tr, y_tr, x_va, y_va,
-            regression=regression, members=members, lr=float(cfg["lr"]),
-            weight_decay=float(cfg["weight_decay"]), max_epochs=int(cfg["max_epochs"]),
-            patience=int(cfg["patience"]), seed=int(seed), regularizer=regularizer,
-        )  # fmt: skip
-    metrics = {}
-    for prefix, x, y in (("", prepared.X_test, prepared.y_test), ("val_", prepared.X_val, prepared.y_val)):
-        out = predict_members(model, torch.from_numpy(x)).double().numpy()
-        if out.ndim == 2 and not regression:  # pragma: no cover - models always return (N, K, C)
-            raise RuntimeError(f"unexpected output shape {out.shape}")
-        metrics.update(_scores(task, y, out, prefix=prefix))
-    extra: dict[str, Any] = {
-        "budget": budget,
-        "setting": setting,
-        "best_epoch": res.best_epoch,
-        "epochs": len(res.history),
-        "stopped_early": res.stopped_early,
-    }
-    if keep_history:
-        extra["history"] = res.history
-    return Record(
-        method=method, dataset=prepared.name, seed=int(seed), members=members,
-        params=int(sum(p.numel() for p in model.parameters())), train_seconds=float(res.train_seconds),
-        metrics=metrics, extra=extra,
-    )  # fmt: skip
+        for ds in datasets
+        for m in methods
+        for s in seeds
+    ]
 
 
-# --------------------------------------------------------------------------------------------
-# tables
-# --------------------------------------------------------------------------------------------
-
-
-def _task_of(records: Sequence[dict]) -> dict[str, str]:
-    """dataset -> task, inferred from the metric present (``rmse`` means regression)."""
-    return {r["dataset"]: ("regression" if "rmse" in r["metrics"] else "classification") for r in records}
-
-
-def _mean_scores(records: Iterable) -> tuple[dict[str, dict[str, tuple[float, float, int]]], dict[str, str]]:
-    from ensemblize.report.results import summarize
-
-    rows = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in records]
-    tasks = _task_of(rows)
-    table: dict[str, dict[str, tuple[float, float, int]]] = {}
-    for s in summarize(rows, by=("dataset", "method")):
-        metric, _ = primary_metric("regression" if tasks[s["dataset"]] == "regression" else "binclass")
-        table.setdefault(s["dataset"], {})[s["method"]] = s["stats"].get(metric, (math.nan, math.nan, 0))
-    return table, tasks
-
-
-def average_ranks(records: Iterable) -> dict[str, Any]:
-    """Rank the methods on every dataset by their mean test score and average the ranks.
-
-    On each dataset the methods present are ranked 1..n by mean test score over seeds (lower RMSE
-    / higher accuracy is better); tied means (equal to 10 decimals, so that floating-point noise in
-    the mean is not a win) share the average of their ranks. Returns
-    ``{"per_dataset": {dataset: {method: rank}}, "average": {method: mean rank},
-    "n_datasets": {method: count}}`` with ``average`` sorted best first.
-    """
-    from scipy.stats import rankdata
-
-    table, tasks = _mean_scores(records)
-    per_dataset: dict[str, dict[str, float]] = {}
-    for ds, by_method in table.items():
-        methods = [m for m, (mean, _, n) in by_method.items() if n > 0 and math.isfinite(mean)]
-        if not methods:
+def bench_markdown(
+    records: Sequence[Mapping[str, Any]], *, title: str, skipped: Mapping[str, str] = ()
+) -> str:
+    """The benchmark report: per-table scores and mean ranks for each score, then the cost table."""
+    parts = [f"# {title}"]
+    if skipped:
+        parts.append("Not run: " + "; ".join(f"{m} ({why})" for m, why in dict(skipped).items()))
+    for metric in SCORES:
+        ranks = average_ranks(records, metric=metric)
+        if not ranks["per_dataset"]:
             continue
-        means = np.round(np.array([by_method[m][0] for m in methods]), 10)  # float noise is a tie
-        key = means if tasks[ds] == "regression" else -means
-        per_dataset[ds] = dict(zip(methods, (float(v) for v in rankdata(key, method="average")), strict=True))
-    collected: dict[str, list[float]] = {}
-    for ranks in per_dataset.values():
-        for m, r in ranks.items():
-            collected.setdefault(m, []).append(r)
-    average = dict(sorted(((m, float(np.mean(v))) for m, v in collected.items()), key=lambda kv: kv[1]))
-    return {
-        "per_dataset": per_dataset,
-        "average": average,
-        "n_datasets": {m: len(v) for m, v in collected.items()},
-    }
-
-
-def score_table_markdown(records: Iterable, *, digits: int = 4) -> str:
-    """Markdown: one row per method, one column per dataset, mean ± std of the primary test score."""
-    table, tasks = _mean_scores(list(records))
-    datasets = list(table)
-    methods: list[str] = []
-    for ds in datasets:
-        methods += [m for m in table[ds] if m not in methods]
-    head = ["method", *(f"{ds} ({'RMSE ↓' if tasks[ds] == 'regression' else 'acc ↑'})" for ds in datasets)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for m in methods:
-        cells = []
-        for ds in datasets:
-            mean, std, n = table[ds].get(m, (math.nan, math.nan, 0))
-            cells.append("—" if n == 0 else f"{mean:.{digits}f} ± {std:.{digits}f}")
-        lines.append("| " + " | ".join([m, *cells]) + " |")
-    return "\n".join(lines)
-
-
-def rank_table_markdown(ranks: dict[str, Any]) -> str:
-    """Markdown of :func:`average_ranks`: per-dataset ranks and the average, best first."""
-    datasets = list(ranks["per_dataset"])
-    head = ["method", "avg rank", "datasets", *datasets]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for m, avg in ranks["average"].items():
-        cells = [
-            f"{ranks['per_dataset'][ds][m]:g}" if m in ranks["per_dataset"][ds] else "—" for ds in datasets
+        parts += [
+            f"## Test {metric} (mean ± std over seeds)",
+            score_table_markdown(records, metric=metric),
+            f"### Mean rank on {metric}",
+            rank_table_markdown(ranks),
         ]
-        lines.append("| " + " | ".join([m, f"{avg:.2f}", str(ranks["n_datasets"][m]), *cells]) + " |")
-    return "\n".join(lines)
-
-
-def _cost_table_markdown(records: Iterable) -> str:
-    from ensemblize.report.results import summarize
-
-    lines = ["| dataset | method | members | params (GBDT: trees) | train s |", "|---|---|---|---|---|"]
-    rows = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in records]
-    members = {(r["dataset"], r["method"]): r["members"] for r in rows}
-    for s in summarize(rows, by=("dataset", "method")):
-        p, t = s["stats"]["params"], s["stats"]["train_seconds"]
-        lines.append(
-            f"| {s['dataset']} | {s['method']} | {members[(s['dataset'], s['method'])]} | "
-            f"{p[0]:,.0f} | {t[0]:.1f} ± {t[1]:.1f} |"
-        )
-    return "\n".join(lines)
-
-
-def _parse_list(text: str, *, name: str, choices: Sequence[str] | None = None) -> list[str]:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
-        raise typer.BadParameter(f"--{name} is empty: {text!r}")
-    if choices is not None:
-        bad = [t for t in items if t not in choices]
-        if bad:
-            raise typer.BadParameter(f"unknown --{name} {bad}; choose from {list(choices)}")
-    return items
-
-
-def _parse_seeds(text: str) -> list[int]:
-    try:
-        return [int(t) for t in _parse_list(text, name="seeds")]
-    except ValueError as exc:
-        raise typer.BadParameter(f"--seeds must be comma-separated integers, got {text!r}") from exc
-
-
-def _available(method: str) -> bool:
-    if method not in _GBDT:
-        return True
-    try:
-        __import__(method)
-    except ImportError:
-        return False
-    return True
-
-
-# --------------------------------------------------------------------------------------------
-# commands
-# --------------------------------------------------------------------------------------------
-
-DEFAULT_BENCH_DATASETS = "diamonds,concrete,credit,churn,hpc,wvs,breast_cancer"
+    parts += ["## Cost", cost_table_markdown(records)]
+    return "\n\n".join(parts) + "\n"
 
 
 def tabular_bench(
-    datasets: str = typer.Option(
-        DEFAULT_BENCH_DATASETS, "--datasets", help="Comma-separated BENCHMARK_TABLES names."
-    ),
-    methods: str = typer.Option(",".join(METHODS), "--methods", help=f"Comma-separated, from {METHODS}."),
-    seeds: str = typer.Option("0,1,2", "--seeds", help="Comma-separated model seeds."),
-    split_seed: int = typer.Option(0, "--split-seed", help="Seed of the fixed train/val/test split."),
-    budget: str = typer.Option("quick", "--budget", help=f"Preset: {tuple(BUDGETS)}."),
-    out: Path = typer.Option(Path("runs/tabular-bench"), "--out", help="Output folder."),
-) -> None:
-    """Every method on every dataset and seed: mean ± std test score, average rank, params, train time."""
-    import torch
+    *,
+    datasets: Sequence[str] = (),
+    methods: Sequence[str] = DEFAULT_METHODS,
+    seeds: Sequence[int] = (0, 1, 2),
+    split_seed: int = 0,
+    budget: str = "quick",
+    max_rows: int | None = None,
+    out: str | Path = "runs/tabular-bench",
+    execution: Execution | None = None,
+) -> list[dict[str, Any]]:
+    """Every method on every table and seed; writes ``results.json``, ``tables.md``, ``ranks.json``.
 
-    from ensemblize.checkpoint import atomic_write_text
-    from ensemblize.data.tabular import BENCHMARK_TABLES, load_benchmark, prepare
-    from ensemblize.report.results import format_table, write_results
+    ``datasets``: registry names (empty, the default: the preset's tables, :data:`BUDGET_TABLES`; the
+    registry's ``BENCHMARK_SUITE`` for ``quick`` / ``full``); ``methods`` from
+    :data:`~ensemblize.experiments.tabular_methods.METHODS` (those that cannot run here are skipped
+    with the reason); ``seeds``: model seeds; ``split_seed``: the one 64/16/20 split every method
+    shares; ``budget``: a preset of :data:`BUDGETS`; ``max_rows``: subsample each table first.
+    Returns the records in job order.
+    """
+    from ensemblize.checkpoint import atomic_write_json, atomic_write_text
 
-    names = _parse_list(datasets, name="datasets", choices=list(BENCHMARK_TABLES))
-    chosen = _parse_list(methods, name="methods", choices=METHODS)
-    seed_list = _parse_seeds(seeds)
-    if budget not in BUDGETS:
-        raise typer.BadParameter(f"--budget must be one of {tuple(BUDGETS)}, got {budget!r}")
-    torch.set_num_threads(1)
-    out.mkdir(parents=True, exist_ok=True)
-    records: list = []
-    for m in chosen:
-        if not _available(m):
-            typer.echo(f"skipping {m}: not installed (optional extra: pip install ensemblize[gbdt])")
-    chosen = [m for m in chosen if _available(m)]
-    for name in names:
-        prepared = prepare(load_benchmark(name), seed=split_seed)
-        for m in chosen:
-            for s in seed_list:
-                t0 = time.perf_counter()
-                rec = run_tabular_method(m, prepared, seed=s, budget=budget)
-                rec.extra["split_seed"] = split_seed
-                records.append(rec)
-                write_results(out, records)  # partial results survive an interrupted run
-                shown = {k: round(v, 4) for k, v in rec.metrics.items() if not k.startswith("val_")}
-                typer.echo(f"{name} {m} seed={s}: {shown} ({time.perf_counter() - t0:.0f}s)", err=True)
-    ranks = average_ranks(records)
-    text = "\n\n".join(format_table([r for r in records if r.dataset == d]) for d in names)
-    md = "\n\n".join(
-        [
-            f"# tabular-bench (budget {budget}, split seed {split_seed}, seeds {seed_list})",
-            "## Test score (mean ± std over seeds)",
-            score_table_markdown(records),
-            "## Average rank",
-            rank_table_markdown(ranks),
-            "## Cost",
-            _cost_table_markdown(records),
-            "## All metrics",
-            "```\n" + text + "\n```",
-        ]
-    )
-    atomic_write_text(out / "tables.md", md + "\n")
-    typer.echo(text)
-    typer.echo("\n" + rank_table_markdown(ranks))
+    start = time.perf_counter()
+    budget = O.choice(budget, option="--budget", allowed=tuple(BUDGETS))
+    names = _tables(datasets, budget)
+    chosen = O.choices(methods, option="--methods", allowed=METHODS)
+    seed_list = O.ints(seeds, option="--seeds")
+    split_seed = O.ints([split_seed], option="--split-seed")[0]
+    max_rows = _max_rows(max_rows)
+    chosen, skipped = _runnable(chosen, quiet=bool(execution and execution.quiet))
+    if not chosen:
+        raise O.OptionError("--methods", f"none of them can run here: {skipped}")
+    settings = {"datasets": names, "methods": chosen, "seeds": seed_list, "split_seed": split_seed,
+                "budget": budget, "max_rows": max_rows}  # fmt: skip
+    out = Path(out)
+    jobs = bench_jobs(datasets=names, methods=chosen, seeds=seed_list, split_seed=split_seed, budget=budget,
+                      max_rows=max_rows)  # fmt: skip
+    with experiment_folder(out, experiment="tabular-bench", settings=settings, execution=execution) as folder:
+        records = _run(folder, jobs)
+        title = f"tabular-bench (budget {budget}, split seed {split_seed}, seeds {seed_list})"
+        md = bench_markdown(records, title=title, skipped=skipped)
+        atomic_write_text(out / "tables.md", md)
+        ranks = {metric: average_ranks(records, metric=metric) for metric in SCORES}
+        atomic_write_json(out / "ranks.json", {"ranks": ranks, "skipped": skipped, **settings,
+                                               "wall_seconds": time.perf_counter() - start})  # fmt: skip
+    _echo(md, execution)
+    return records
+
+
+# --------------------------------------------------------------------------------------------
+# tabular-grid
+# --------------------------------------------------------------------------------------------
+
+
+def _grid_label(rank: int, scale: float) -> str:
+    return f"lometab[r={rank},σ={scale:g}]"
 
 
 def tabular_grid(
-    dataset: str = typer.Option("concrete", "--dataset", help="A BENCHMARK_TABLES name."),
-    ranks: str = typer.Option("1,2,4,8,16", "--ranks", help="Comma-separated adapter ranks r."),
-    scales: str = typer.Option("0.1,0.3,1,3", "--scales", help="Comma-separated σ_init values."),
-    seed: int = typer.Option(0, "--seed", help="Model seed (the split uses --split-seed)."),
-    split_seed: int = typer.Option(0, "--split-seed", help="Seed of the fixed split."),
-    budget: str = typer.Option("quick", "--budget", help=f"Preset: {tuple(BUDGETS)}."),
-    max_epochs: int = typer.Option(0, "--max-epochs", help="Override the preset's max epochs (0: keep)."),
-    out: Path = typer.Option(Path("runs/tabular-grid"), "--out", help="Output folder."),
-) -> None:
-    """LoMETab over rank × σ_init: heatmaps of diversity and test score; best cell chosen on validation."""
-    import torch
+    *,
+    dataset: str = "concrete",
+    ranks: Sequence[int] = (1, 2, 4, 8, 16),
+    scales: Sequence[float] = (0.1, 0.3, 1.0, 3.0),
+    seed: int = 0,
+    split_seed: int = 0,
+    budget: str = "quick",
+    max_epochs: int | None = None,
+    max_rows: int | None = None,
+    out: str | Path = "runs/tabular-grid",
+    execution: Execution | None = None,
+) -> list[dict[str, Any]]:
+    """The LoMETab estimator over rank × σ_init on one table: heatmaps, best cell chosen on validation.
 
+    Writes ``results.json``, ``grid_summary.json`` (grids of test score, validation score and test
+    diversity; the best cell on validation; the diversity range in orders of magnitude) and
+    ``grid.png``. Returns the records (one per cell, rank-major).
+    """
     from ensemblize.checkpoint import atomic_write_json
-    from ensemblize.data.tabular import load_benchmark, prepare
-    from ensemblize.report.results import format_table, write_results
 
-    try:
-        r_list = [int(v) for v in _parse_list(ranks, name="ranks")]
-        s_list = [float(v) for v in _parse_list(scales, name="scales")]
-    except ValueError as exc:
-        raise typer.BadParameter(f"bad --ranks/--scales: {exc}") from exc
-    torch.set_num_threads(1)
-    out.mkdir(parents=True, exist_ok=True)
-    prepared = prepare(load_benchmark(dataset), seed=split_seed)
-    metric, higher = primary_metric(prepared.task)
-    div_name = "ambiguity" if prepared.task == "regression" else "pairwise_kl"
-    overrides = {"max_epochs": max_epochs} if max_epochs else {}
-    records = []
-    for r in r_list:
-        for s in s_list:
-            rec = run_tabular_method(
-                "lometab", prepared, seed=seed, budget=budget, rank=r, init_scale=s, **overrides
-            )
-            rec.method = f"lometab[r={r},σ={s:g}]"
-            rec.extra.update({"rank": r, "init_scale": s})
-            records.append(rec)
-            write_results(out, records)
-            typer.echo(
-                f"r={r} σ_init={s:g}: {metric}={rec.metrics[metric]:.4f} {div_name}={rec.metrics[div_name]:.3g}",
-                err=True,
-            )
-    grid = {
-        key: np.array(
-            [
-                [rec.metrics[key] for rec in records[i * len(s_list) : (i + 1) * len(s_list)]]
-                for i in range(len(r_list))
-            ]
-        )
-        for key in (metric, f"val_{metric}", div_name)
-    }
+    budget = O.choice(budget, option="--budget", allowed=tuple(BUDGETS))
+    name = _tables([dataset], budget)[0]
+    r_list = O.ints(ranks, option="--ranks", minimum=1)
+    s_list = O.floats(scales, option="--scales")
+    seed = O.ints([seed], option="--seed")[0]
+    split_seed = O.ints([split_seed], option="--split-seed")[0]
+    max_rows = _max_rows(max_rows)
+    overrides = (
+        {}
+        if max_epochs is None
+        else {"max_epochs": O.ints([max_epochs], option="--max-epochs", minimum=1)[0]}
+    )
+    jobs = [
+        Job.make(
+            "tabular-grid",
+            tabular_job,
+            _grid_label(r, s),
+            method="lometab",
+            dataset=name,
+            seed=seed,
+            split_seed=split_seed,
+            budget=budget,
+            overrides={"rank": r, "init_scale": s, **overrides},
+            max_rows=max_rows,
+            name=_grid_label(r, s),
+        )  # fmt: skip
+        for r in r_list
+        for s in s_list
+    ]
+    settings = {"dataset": name, "ranks": r_list, "scales": s_list, "seed": seed, "split_seed": split_seed,
+                "budget": budget, "max_epochs": max_epochs, "max_rows": max_rows}  # fmt: skip
+    out = Path(out)
+    with experiment_folder(out, experiment="tabular-grid", settings=settings, execution=execution) as folder:
+        records = _run(folder, jobs)
+        summary = grid_summary(records, r_list, s_list, dataset=name)
+        atomic_write_json(out / "grid_summary.json", summary)
+        _grid_figure(out / "grid.png", summary)
+    best = summary["best_on_val"]
+    metric, div = summary["metric"], summary["diversity"]
+    _echo(
+        f"best on validation: r={best['rank']}, σ_init={best['init_scale']:g} (val {metric} "
+        f"{best[f'val_{metric}']:.4f}, test {best[f'test_{metric}']:.4f}); {div} spans "
+        f"{summary['diversity_min']:.3g}–{summary['diversity_max']:.3g} "
+        f"({summary['orders_of_magnitude']:.2f} orders of magnitude)",
+        execution,
+    )
+    return records
+
+
+def grid_summary(records: Sequence[Mapping[str, Any]], r_list, s_list, *, dataset: str) -> dict[str, Any]:
+    """Grids (rank × σ_init) of test score, validation score and test diversity; best cell on validation."""
+    regression = "rmse" in records[0]["metrics"]
+    metric, higher = primary_metric("regression" if regression else "binclass")
+    div_name = "ambiguity" if regression else "pairwise_kl"
+    shape = (len(r_list), len(s_list))
+    grid = {key: np.array([r["metrics"][key] for r in records], dtype=float).reshape(shape)
+            for key in (metric, f"val_{metric}", div_name)}  # fmt: skip
     val = grid[f"val_{metric}"]
-    best = np.unravel_index(np.argmax(val) if higher else np.argmin(val), val.shape)
+    best = np.unravel_index(np.argmax(val) if higher else np.argmin(val), shape)
     div = grid[div_name]
-    summary = {
-        "dataset": dataset,
-        "metric": metric,
-        "diversity": div_name,
+    return {
+        "dataset": dataset, "metric": metric, "diversity": div_name,
         "best_on_val": {"rank": r_list[best[0]], "init_scale": s_list[best[1]],
                         f"val_{metric}": float(val[best]), f"test_{metric}": float(grid[metric][best])},
-        "diversity_min": float(div.min()),
-        "diversity_max": float(div.max()),
+        "diversity_min": float(div.min()), "diversity_max": float(div.max()),
         "orders_of_magnitude": float(np.log10(div.max() / div.min())) if div.min() > 0 else math.inf,
-        "ranks": r_list,
-        "scales": s_list,
-        "grids": {k: v.tolist() for k, v in grid.items()},
+        "ranks": list(r_list), "scales": list(s_list), "grids": {k: v.tolist() for k, v in grid.items()},
     }  # fmt: skip
-    atomic_write_json(out / "grid_summary.json", summary)
-    _grid_figure(out / "grid.png", grid, r_list, s_list, metric=metric, div_name=div_name, dataset=dataset)
-    typer.echo(format_table(records))
-    typer.echo(
-        f"best on validation: r={summary['best_on_val']['rank']}, σ_init={summary['best_on_val']['init_scale']:g} "
-        f"(val {metric} {float(val[best]):.4f}, test {float(grid[metric][best]):.4f}); {div_name} spans "
-        f"{summary['diversity_min']:.3g}–{summary['diversity_max']:.3g} ({summary['orders_of_magnitude']:.2f} orders of magnitude)"
-    )
 
 
-def _grid_figure(path: Path, grid: dict, r_list, s_list, *, metric: str, div_name: str, dataset: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def _grid_figure(path: Path, summary: Mapping[str, Any]) -> Path:
     from matplotlib.colors import LogNorm
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    from ensemblize.report.style import new_figure, save_figure
+
+    r_list, s_list = summary["ranks"], summary["scales"]
+    metric, div_name = summary["metric"], summary["diversity"]
+    fig, axes = new_figure(1, 2, width=10, height=4)
     for ax, key, title in (
-        (axes[0], div_name, f"test {div_name} (log colour)"),
-        (axes[1], metric, f"test {metric}"),
+        (axes[0][0], div_name, f"test {div_name} (log colour)"),
+        (axes[0][1], metric, f"test {metric}"),
     ):
-        data = grid[key]
+        data = np.asarray(summary["grids"][key])
         norm = LogNorm() if key == div_name and (data > 0).all() else None
         im = ax.imshow(data, cmap="viridis", norm=norm, aspect="auto", origin="lower")
         ax.set_xticks(range(len(s_list)), [f"{s:g}" for s in s_list])
         ax.set_yticks(range(len(r_list)), [str(r) for r in r_list])
-        ax.set_xlabel("σ_init")
-        ax.set_ylabel("rank r")
-        ax.set_title(title)
-        for i in range(data.shape[0]):
-            for j in range(data.shape[1]):
-                ax.text(j, i, f"{data[i, j]:.3g}", ha="center", va="center", color="w", fontsize=7)
+        ax.set(xlabel="σ_init", ylabel="rank r", title=title)
+        ax.grid(False)
+        for (i, j), v in np.ndenumerate(data):
+            ax.text(j, i, f"{v:.3g}", ha="center", va="center", color="w", fontsize=7)
         fig.colorbar(im, ax=ax)
-    fig.suptitle(f"LoMETab on {dataset}: rank × σ_init")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    fig.suptitle(f"LoMETab on {summary['dataset']}: rank × σ_init")
+    return save_figure(fig, path)
+
+
+# --------------------------------------------------------------------------------------------
+# tabular-diversity
+# --------------------------------------------------------------------------------------------
+
+DIVERSITY_METHODS = ("lometab", "additive", "batchensemble", "sigma")
 
 
 def tabular_diversity(
-    dataset: str = typer.Option("credit", "--dataset", help="A classification BENCHMARK_TABLES name."),
-    methods: str = typer.Option("lometab,additive,tabm", "--methods", help="Ensemble methods to compare."),
-    seeds: str = typer.Option("0", "--seeds", help="Comma-separated model seeds."),
-    split_seed: int = typer.Option(0, "--split-seed", help="Seed of the fixed split."),
-    budget: str = typer.Option("quick", "--budget", help=f"Preset: {tuple(BUDGETS)}."),
-    epochs: int = typer.Option(40, "--epochs", min=1, help="Epochs, all run (no early stopping)."),
-    out: Path = typer.Option(Path("runs/tabular-diversity"), "--out", help="Output folder."),
-) -> None:
-    """Validation pairwise KL (ambiguity for regression) per epoch for LoMETab, additive and TabM."""
-    import torch
+    *,
+    dataset: str = "credit",
+    methods: Sequence[str] = ("lometab", "additive", "batchensemble"),
+    seeds: Sequence[int] = (0,),
+    split_seed: int = 0,
+    budget: str = "quick",
+    epochs: int = 40,
+    max_rows: int | None = None,
+    out: str | Path = "runs/tabular-diversity",
+    execution: Execution | None = None,
+) -> list[dict[str, Any]]:
+    """Validation pairwise KL (ambiguity for regression) per epoch, all ``epochs`` run (no early stop).
 
+    Writes ``results.json`` (records with their per-epoch ``history``), ``diversity_summary.json``
+    (first epoch, peak, last-quarter mean per method; additive / LoMETab over the last quarter) and
+    ``diversity.png``. Returns the records.
+    """
     from ensemblize.checkpoint import atomic_write_json
-    from ensemblize.data.tabular import load_benchmark, prepare
-    from ensemblize.report.results import format_table, write_results
 
-    chosen = _parse_list(methods, name="methods", choices=("lometab", "additive", "tabm", "sigma"))
-    seed_list = _parse_seeds(seeds)
-    torch.set_num_threads(1)
-    out.mkdir(parents=True, exist_ok=True)
-    prepared = prepare(load_benchmark(dataset), seed=split_seed)
-    key = "val_ambiguity" if prepared.task == "regression" else "val_pairwise_kl"
-    records, curves = [], {}
-    for m in chosen:
-        for s in seed_list:
-            rec = run_tabular_method(
-                m, prepared, seed=s, budget=budget, max_epochs=epochs, patience=epochs + 1, keep_history=True
-            )
-            records.append(rec)
-            curves.setdefault(m, []).append([row[key] for row in rec.extra["history"]])
-            write_results(out, records)
-    summary = {}
+    budget = O.choice(budget, option="--budget", allowed=tuple(BUDGETS))
+    name = _tables([dataset], budget)[0]
+    chosen = O.choices(methods, option="--methods", allowed=DIVERSITY_METHODS)
+    seed_list = O.ints(seeds, option="--seeds")
+    epochs = O.ints([epochs], option="--epochs", minimum=1)[0]
+    split_seed = O.ints([split_seed], option="--split-seed")[0]
+    max_rows = _max_rows(max_rows)
+    jobs = [
+        Job.make(
+            "tabular-diversity",
+            tabular_job,
+            f"{m} seed={s}",
+            method=m,
+            dataset=name,
+            seed=s,
+            split_seed=split_seed,
+            budget=budget,
+            overrides={"max_epochs": epochs, "patience": epochs + 1},
+            max_rows=max_rows,
+            keep_history=True,
+        )  # fmt: skip
+        for m in chosen
+        for s in seed_list
+    ]
+    settings = {"dataset": name, "methods": chosen, "seeds": seed_list, "split_seed": split_seed,
+                "budget": budget, "epochs": epochs, "max_rows": max_rows}  # fmt: skip
+    out = Path(out)
+    with experiment_folder(
+        out, experiment="tabular-diversity", settings=settings, execution=execution
+    ) as folder:
+        records = _run(folder, jobs)
+        key = "val_ambiguity" if "rmse" in records[0]["metrics"] else "val_pairwise_kl"
+        curves = diversity_curves(records, key=key)
+        summary = diversity_summary(curves, epochs=epochs)
+        atomic_write_json(out / "diversity_summary.json", {"dataset": name, "metric": key, **summary})
+        _diversity_figure(out / "diversity.png", curves, key=key, dataset=name)
+    for m in curves:
+        s = summary[m]
+        _echo(f"{m}: {key} first {s['first_epoch']:.3g}, peak {s['peak']:.3g}, "
+              f"last quarter {s['last_quarter_mean']:.3g}, final {s['final']:.3g}", execution)  # fmt: skip
+    return records
+
+
+def diversity_curves(records: Sequence[Mapping[str, Any]], *, key: str) -> dict[str, list[list[float]]]:
+    """``{method: [per-epoch key values of each seed]}`` from records with a ``history``."""
+    curves: dict[str, list[list[float]]] = {}
+    for r in records:
+        rows = r.get("history") or []
+        if not rows or key not in rows[0]:
+            found = sorted(rows[0]) if rows else []
+            raise ValueError(f"{r['method']} history has no {key!r} per epoch (keys: {found})")
+        curves.setdefault(r["method"], []).append([float(row[key]) for row in rows])
+    return curves
+
+
+def diversity_summary(curves: Mapping[str, list[list[float]]], *, epochs: int) -> dict[str, Any]:
+    """Per method: first-epoch, peak, last-quarter mean (and its std over seeds), final value, mean curve."""
+    summary: dict[str, Any] = {}
     for m, runs in curves.items():
         c = np.array(runs)  # (seeds, epochs)
-        last = c[:, -max(1, epochs // 4) :].mean(axis=1)  # mean over the last quarter of training
+        last = c[:, -max(1, epochs // 4) :].mean(axis=1)
         summary[m] = {
             "first_epoch": float(c[:, 0].mean()),
             "peak": float(c.max(axis=1).mean()),
@@ -636,44 +439,29 @@ def tabular_diversity(
         summary["additive_over_lometab_last_quarter"] = (
             summary["additive"]["last_quarter_mean"] / summary["lometab"]["last_quarter_mean"]
         )
-    atomic_write_json(out / "diversity_summary.json", {"dataset": dataset, "metric": key, **summary})
-    _diversity_figure(out / "diversity.png", curves, key=key, dataset=dataset)
-    typer.echo(format_table(records))
-    for m in curves:
-        s = summary[m]
-        typer.echo(
-            f"{m}: {key} first {s['first_epoch']:.3g}, peak {s['peak']:.3g}, last quarter {s['last_quarter_mean']:.3g}, final {s['final']:.3g}"
-        )
-    if "additive_over_lometab_last_quarter" in summary:
-        typer.echo(
-            f"additive / lometab {key} over the last quarter: {summary['additive_over_lometab_last_quarter']:.3g}"
-        )
+    return summary
 
 
-def _diversity_figure(path: Path, curves: dict, *, key: str, dataset: str) -> None:
-    import matplotlib
+def _diversity_figure(path: Path, curves: Mapping[str, list[list[float]]], *, key: str, dataset: str) -> Path:
+    from ensemblize.report.style import display_name, legend_below, method_color, new_figure, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for m, runs in curves.items():
+    fig, axes = new_figure(1, 1, width=6, height=4)
+    ax = axes[0][0]
+    for i, (m, runs) in enumerate(curves.items()):
         c = np.array(runs)
         x = np.arange(1, c.shape[1] + 1)
-        ax.plot(x, c.mean(axis=0), label=m)
+        ax.plot(x, c.mean(axis=0), label=display_name(m), color=method_color(i))
         if c.shape[0] > 1:
-            ax.fill_between(x, c.min(axis=0), c.max(axis=0), alpha=0.2)
-    ax.set_yscale("log")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel(key)
-    ax.set_title(f"member diversity during training ({dataset})")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+            ax.fill_between(x, c.min(axis=0), c.max(axis=0), alpha=0.2, color=method_color(i))
+    if all(v > 0 for runs in curves.values() for run in runs for v in run):
+        ax.set_yscale("log")
+    ax.set(xlabel="epoch", ylabel=key, title=f"member diversity during training ({dataset})")
+    legend_below(fig, axes)
+    return save_figure(fig, path)
 
 
-COMMANDS = {
+#: Experiment name (``ensemblize experiment NAME``) -> plain function.
+EXPERIMENTS: dict[str, Callable[..., list[dict[str, Any]]]] = {
     "tabular-bench": tabular_bench,
     "tabular-grid": tabular_grid,
     "tabular-diversity": tabular_diversity,

@@ -1,0 +1,381 @@
+"""One tabular job: train one method on one split table with one seed and score it (:func:`tabular_job`).
+
+Every network method is a **public estimator** fitted on the raw split DataFrames — what a user gets
+with ``LoMETabClassifier().fit(X, y, eval_set=(X_val, y_val))`` — and every GBDT goes through
+:func:`ensemblize.tabular.gbdt.fit_gbdt` on the preprocessed matrices. Methods (:data:`METHODS`):
+
+=================  ===============================================================================
+``lometab``        :class:`~ensemblize.tabular.LoMETabClassifier` / ``Regressor`` (``layer="lome"``)
+``tabm``           the official TabM estimator (``TabMClassifier`` / ``TabMRegressor`` in
+                   :mod:`ensemblize.tabular`, the ``tabm`` package), its defaults; unavailable
+                   (skipped with a message) until that estimator is installed
+``batchensemble``  the LoMETab estimator with ``layer="batchensemble"`` (TabM's layer, our training)
+``additive``       the LoMETab estimator with ``layer="additive"`` (the paper's ablation)
+``mlp``            the LoMETab estimator with ``layer="plain"``, one member
+``sigma``          σN-Ens of a normalised MLP (:mod:`ensemblize.tabular.sigma_mlp`) with the diversity
+                   regulariser (τ, λ) — a research baseline with no estimator, trained by
+                   :func:`ensemblize.tabular.train.train_model` on the preprocessed matrices
+``xgboost``        :func:`~ensemblize.tabular.gbdt.fit_gbdt`, lr 0.05, early stopping on validation
+``catboost``       idem
+=================  ===============================================================================
+
+Budgets (:data:`BUDGETS`): ``full`` leaves every estimator at **its own defaults** (LoMETab:
+K = 32, 3 blocks of 256, ≤ 200 epochs, patience 16; official TabM: its defaults) and gives the GBDTs
+≤ 4,000 rounds with patience 50; ``quick`` (K = 16, 2 blocks of 128, ≤ 80 epochs with patience 12 —
+≤ 40 / 8 on tables with > 10,000 training rows), ``lite`` (K = 8, 2 blocks of 64, ≤ 20 epochs,
+patience 5, GBDTs ≤ 500 rounds, patience 20) and ``tiny`` (tests) override the estimators'
+parameters of those names. Any key of the preset can be overridden per call.
+
+Scores (:func:`ensemblize.evaluation.tabular.evaluate_predictions`): classification ``accuracy``,
+``log_loss`` (and binary ``roc_auc``) of the ensemble's probabilities; regression ``rmse`` divided by
+the standard deviation (ddof 0) of the training target, i.e. RMSE on the standardised scale. Each
+score also as ``val_*`` on the validation split; ensembles add test diversity (``pairwise_kl``,
+``disagreement``, or ``ambiguity`` on the standardised scale). A record also holds
+``train_seconds`` (wall) and ``cpu_seconds`` (process CPU time of the fit).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "METHODS",
+    "ENSEMBLE_METHODS",
+    "GBDT_METHODS",
+    "BUDGETS",
+    "budget_config",
+    "method_available",
+    "make_estimator",
+    "load_split",
+    "tabular_job",
+]
+
+METHODS = ("lometab", "tabm", "batchensemble", "additive", "mlp", "sigma", "xgboost", "catboost")
+GBDT_METHODS = ("xgboost", "catboost")
+ENSEMBLE_METHODS = ("lometab", "tabm", "batchensemble", "additive", "sigma")
+_LAYER = {"lometab": "lome", "batchensemble": "batchensemble", "additive": "additive", "mlp": "plain"}
+
+BUDGETS: dict[str, dict[str, Any]] = {
+    "tiny": {"members": 2, "n_blocks": 1, "d_block": 16, "max_epochs": 3, "patience": 2, "n_bins": 8,
+             "gbdt_rounds": 20, "gbdt_patience": 5},
+    "lite": {"members": 8, "n_blocks": 2, "d_block": 64, "max_epochs": 20, "patience": 5, "n_bins": 16,
+             "gbdt_rounds": 500, "gbdt_patience": 20},
+    "quick": {"members": 16, "n_blocks": 2, "d_block": 128, "max_epochs": 80, "patience": 12,
+              "gbdt_rounds": 4000, "gbdt_patience": 50},
+    "full": {"gbdt_rounds": 4000, "gbdt_patience": 50},
+}  # fmt: skip
+"""Preset -> overrides of the estimators' parameters (absent keys keep the estimator's default)."""
+
+_LARGE_ROWS = 10_000
+_LARGE = {"quick": {"max_epochs": 40, "patience": 8}}
+"""Preset -> further overrides on tables with more than ``_LARGE_ROWS`` training rows."""
+
+_GBDT_LR = 0.05
+_SIGMA = {"tau": 1.0, "lam": 1e-3, "noise": 0.5, "norm": "batchnorm"}
+"""σN-Ens settings (the sigma method only)."""
+
+
+@functools.cache
+def _lometab_defaults() -> dict[str, Any]:
+    from ensemblize.tabular.estimators import LoMETabClassifier
+
+    return LoMETabClassifier().get_params()
+
+
+def budget_config(budget: str, n_train: int, **overrides: Any) -> dict[str, Any]:
+    """The preset ``budget``'s overrides for a table with ``n_train`` training rows, then ``overrides``.
+
+    Keys: LoMETab estimator parameters, ``gbdt_rounds`` / ``gbdt_patience`` and the σN settings
+    ``tau``, ``lam``, ``noise``, ``norm``. Raises ValueError for an unknown preset or key.
+    """
+    if budget not in BUDGETS:
+        raise ValueError(f"budget must be one of {tuple(BUDGETS)}, got {budget!r}")
+    cfg = dict(BUDGETS[budget])
+    if n_train > _LARGE_ROWS:
+        cfg.update(_LARGE.get(budget, {}))
+    known = {*_lometab_defaults(), "gbdt_rounds", "gbdt_patience", *_SIGMA}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"unknown hyper-parameter(s) {unknown}; known: {sorted(known)}")
+    return {**cfg, **overrides}
+
+
+def method_available(method: str) -> str | None:
+    """None when ``method`` can run here, else why not (a message naming what to install)."""
+    if method in GBDT_METHODS:
+        try:
+            __import__(method)
+        except ImportError:
+            return f"{method} is not installed (optional extra: pip install ensemblize[gbdt])"
+    if method == "tabm":
+        try:
+            _official_tabm("binclass")
+        except (ImportError, AttributeError) as exc:
+            return f"the official TabM estimator is not available: {exc}"
+    return None
+
+
+def _official_tabm(task: str):
+    import ensemblize.tabular as tabular
+
+    return getattr(tabular, "TabMRegressor" if task == "regression" else "TabMClassifier")
+
+
+def make_estimator(method: str, task: str, *, seed: int, cfg: dict[str, Any]):
+    """The public estimator of a network ``method`` with the budget's overrides applied.
+
+    Only overrides naming one of the estimator's parameters are applied (``full`` applies none).
+    Returns ``(estimator, applied_overrides)``.
+    """
+    if method == "tabm":
+        cls = _official_tabm(task)
+        est = cls(random_state=int(seed))
+    else:
+        from ensemblize.tabular.estimators import LoMETabClassifier, LoMETabRegressor
+
+        cls = LoMETabRegressor if task == "regression" else LoMETabClassifier
+        est = cls(random_state=int(seed), layer=_LAYER[method])
+        if method == "mlp":
+            cfg = {**cfg, "members": 1}
+    names = est.get_params()
+    applied = {k: v for k, v in cfg.items() if k in names and k != "layer"}
+    if "impute" in names:
+        applied["impute"] = True  # the tables' protocol: missing values are filled, never an error
+    return est.set_params(**applied), applied
+
+
+# ------------------------------------------------------------------------------------------------
+# data
+# ------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=8)
+def load_split(dataset: str, *, split_seed: int, max_rows: int | None = None):
+    """The 64/16/20 split (:func:`ensemblize.data.tables.split`) of registry table ``dataset``.
+
+    ``max_rows``: first subsample that many rows (seeded by ``split_seed``; for tests and ``lite``).
+    Cached per process: the jobs of one worker share the loaded table.
+    """
+    from ensemblize.data.tables import load_benchmark, split
+
+    ds = load_benchmark(dataset)
+    if max_rows is not None and ds.n_rows > max_rows:
+        rows = np.sort(np.random.default_rng(split_seed).choice(ds.n_rows, size=max_rows, replace=False))
+        ds = ds.subset(rows)
+    return split(ds, seed=split_seed)
+
+
+def _class_index(classes: np.ndarray, y: Any, *, part: str) -> np.ndarray:
+    lookup = {v: i for i, v in enumerate(np.asarray(classes).tolist())}
+    values = np.asarray(y).tolist()
+    missing = sorted({v for v in values if v not in lookup}, key=str)
+    if missing:
+        raise ValueError(f"{part} labels {missing} are not among the training classes {list(lookup)}")
+    return np.asarray([lookup[v] for v in values], dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------------------------
+# scoring
+# ------------------------------------------------------------------------------------------------
+def _diversity(task: str, members: np.ndarray) -> dict[str, float]:
+    from ensemblize import metrics
+
+    if members.shape[1] < 2:
+        return {}
+    if task == "regression":
+        return {"ambiguity": float(metrics.ambiguity(members))}
+    return {
+        "pairwise_kl": float(metrics.pairwise_kl(members)),
+        "disagreement": float(metrics.disagreement(members)),
+    }
+
+
+def _scores(task: str, y: np.ndarray, prediction: np.ndarray, *, prefix: str) -> dict[str, float]:
+    from ensemblize.evaluation.tabular import evaluate_predictions
+
+    return {f"{prefix}{k}": v for k, v in evaluate_predictions(task, y, prediction).items()}
+
+
+def _estimator_metrics(est, splits, task: str) -> tuple[dict[str, float], int]:
+    """Test and validation scores (and test diversity) of a fitted estimator; its member count."""
+    out: dict[str, float] = {}
+    y_tr = splits.train.y.to_numpy()
+    mean, std = (float(np.mean(y_tr)), float(np.std(y_tr))) if task == "regression" else (0.0, 1.0)
+    for prefix, part in (("", splits.test), ("val_", splits.val)):
+        members = np.asarray(est.predict_members(part.X), dtype=np.float64)
+        if task == "regression":
+            z = (members - mean) / std
+            out.update(
+                _scores(task, (part.y.to_numpy(dtype=np.float64) - mean) / std, z.mean(axis=1), prefix=prefix)
+            )
+        else:
+            y = _class_index(est.classes_, part.y, part=prefix or "test_")
+            out.update(
+                _scores(task, y, np.asarray(est.predict_proba(part.X), dtype=np.float64), prefix=prefix)
+            )
+            z = members
+        if not prefix:
+            out.update(_diversity(task, z))
+    return out, int(members.shape[1])
+
+
+def _n_params(est) -> int:
+    model = getattr(est, "model_", None)
+    return int(sum(p.numel() for p in model.parameters())) if model is not None else -1
+
+
+def _estimator_job(method, splits, *, seed, cfg, keep_history) -> dict[str, Any]:
+    task = splits.train.task
+    est, applied = make_estimator(method, task, seed=seed, cfg=cfg)
+    wall, cpu = time.perf_counter(), time.process_time()
+    est.fit(splits.train.X, splits.train.y, eval_set=(splits.val.X, splits.val.y))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    history = list(getattr(est, "history_", None) or [])
+    metrics, members = _estimator_metrics(est, splits, task)
+    record = {
+        "members": members,
+        "params": _n_params(est),
+        "train_seconds": wall,
+        "cpu_seconds": cpu,
+        "metrics": metrics,
+        "setting": applied,
+        "best_epoch": getattr(est, "best_epoch_", None),
+        "epochs": len(history),
+    }
+    if keep_history:
+        record["history"] = history
+    return record
+
+
+def _gbdt_job(method, prepared, *, seed, cfg) -> dict[str, Any]:
+    from ensemblize.tabular.gbdt import fit_gbdt
+
+    task = prepared.task
+    params = {
+        "max_rounds": cfg["gbdt_rounds"],
+        "early_stopping_rounds": cfg["gbdt_patience"],
+        "learning_rate": _GBDT_LR,
+    }
+    cpu = time.process_time()
+    model = fit_gbdt(method, prepared.X_train, prepared.y_train, prepared.X_val, prepared.y_val,
+                     task=task, seed=int(seed), params=params, n_classes=prepared.n_classes)  # fmt: skip
+    cpu = time.process_time() - cpu
+    metrics: dict[str, float] = {}
+    for prefix, x, y in (("", prepared.X_test, prepared.y_test), ("val_", prepared.X_val, prepared.y_val)):
+        metrics.update(_scores(task, y, model.predict(x), prefix=prefix))
+    rounds = model.best_iteration + 1
+    return {
+        "members": 1,
+        "params": int(rounds * (prepared.n_classes if task == "multiclass" else 1)),
+        "train_seconds": float(model.train_seconds),
+        "cpu_seconds": cpu,
+        "metrics": metrics,
+        "setting": {**params, "rounds": rounds},
+    }
+
+
+def _sigma_job(prepared, *, seed, cfg, keep_history) -> dict[str, Any]:
+    """σN-Ens of a normalised MLP on the preprocessed matrices (no estimator exists for it)."""
+    import torch
+
+    from ensemblize.tabular.estimators import safe_bins
+    from ensemblize.tabular.sigma_mlp import build_sigma_tab_mlp, sigma_regularizer
+    from ensemblize.tabular.train import predict_members, train_model
+
+    c = {**_lometab_defaults(), **_SIGMA, **cfg}
+    regression = prepared.task == "regression"
+    x_tr, y_tr = torch.from_numpy(prepared.X_train), torch.from_numpy(prepared.y_train)
+    n_num = prepared.n_numeric
+    bins = None
+    if n_num:
+        n_bins = min(int(c["n_bins"]), len(x_tr) - 1)
+        bins = safe_bins(x_tr[:, :n_num], y_tr, n_bins=n_bins, method="quantile", regression=regression)
+    arch = {"n_num": n_num, "cat_cardinalities": prepared.preprocessor.cat_cardinalities_,
+            "n_out": 1 if regression else int(prepared.n_classes), "regression": regression,
+            "n_blocks": int(c["n_blocks"]), "d_block": int(c["d_block"]), "dropout": float(c["dropout"]),
+            "embedding": "piecewise" if n_num else "none", "bins": bins, "d_embedding": int(c["d_embedding"])}  # fmt: skip
+    cpu = time.process_time()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        model = build_sigma_tab_mlp(members=int(c["members"]), noise=float(c["noise"]), seed=int(seed),
+                                    norm=c["norm"], **arch)  # fmt: skip
+        res = train_model(
+            model, x_tr, y_tr, torch.from_numpy(prepared.X_val), torch.from_numpy(prepared.y_val),
+            regression=regression, members=int(c["members"]), lr=float(c["lr"]),
+            weight_decay=float(c["weight_decay"]), max_epochs=int(c["max_epochs"]), patience=int(c["patience"]),
+            seed=int(seed), regularizer=sigma_regularizer(float(c["tau"]), float(c["lam"])),
+        )  # fmt: skip
+    cpu = time.process_time() - cpu
+    metrics: dict[str, float] = {}
+    for prefix, x, y in (("", prepared.X_test, prepared.y_test), ("val_", prepared.X_val, prepared.y_val)):
+        out = predict_members(model, torch.from_numpy(x)).double()
+        members = out.numpy() if regression else torch.softmax(out, dim=-1).numpy()
+        metrics.update(_scores(prepared.task, y, members.mean(axis=1), prefix=prefix))
+        if not prefix:
+            metrics.update(_diversity(prepared.task, members))
+    keys = ("members", "n_blocks", "d_block", "lr", "weight_decay", "max_epochs", "patience", *_SIGMA)
+    record = {
+        "members": int(c["members"]), "params": int(sum(p.numel() for p in model.parameters())),
+        "train_seconds": float(res.train_seconds), "cpu_seconds": cpu, "metrics": metrics,
+        "setting": {k: c[k] for k in keys}, "best_epoch": res.best_epoch, "epochs": len(res.history),
+    }  # fmt: skip
+    if keep_history:
+        record["history"] = res.history
+    return record
+
+
+@functools.lru_cache(maxsize=4)
+def _prepared(dataset: str, split_seed: int, max_rows: int | None):
+    from ensemblize.data.table_preprocessing import prepare
+
+    return prepare(load_split(dataset, split_seed=split_seed, max_rows=max_rows), seed=split_seed)
+
+
+def tabular_job(
+    *,
+    method: str,
+    dataset: str,
+    seed: int,
+    split_seed: int = 0,
+    budget: str = "quick",
+    overrides: dict[str, Any] | None = None,
+    max_rows: int | None = None,
+    keep_history: bool = False,
+    name: str | None = None,
+) -> list[dict[str, Any]]:
+    """Train and score ``method`` on registry table ``dataset`` (split ``split_seed``) with ``seed``.
+
+    A pure function of its arguments (all JSON-able), so it is a :class:`~ensemblize.experiments.jobs.Job`.
+    Returns one record (see the module docstring); ``name`` replaces the method name in the record
+    (grid cells), ``keep_history`` adds the per-epoch training history.
+
+    Raises ValueError for an unknown method, budget or override, and RuntimeError naming what to
+    install when the method cannot run here.
+    """
+    from ensemblize._checks import check_int
+
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    seed = check_int(seed, name="seed", minimum=0)
+    why = method_available(method)
+    if why is not None:
+        raise RuntimeError(why)
+    splits = load_split(dataset, split_seed=split_seed, max_rows=max_rows)
+    cfg = budget_config(budget, splits.train.n_rows, **(overrides or {}))
+    if method in GBDT_METHODS:
+        body = _gbdt_job(method, _prepared(dataset, split_seed, max_rows), seed=seed, cfg=cfg)
+    elif method == "sigma":
+        body = _sigma_job(
+            _prepared(dataset, split_seed, max_rows), seed=seed, cfg=cfg, keep_history=keep_history
+        )
+    else:
+        body = _estimator_job(method, splits, seed=seed, cfg=cfg, keep_history=keep_history)
+    record = {"method": name or method, "dataset": dataset, "seed": seed, **body}
+    record.update(
+        {"budget": budget, "split_seed": split_seed, "task": splits.train.task, "base_method": method}
+    )
+    if max_rows is not None:
+        record["max_rows"] = max_rows
+    return [record]
