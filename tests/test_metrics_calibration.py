@@ -265,3 +265,17 @@ def test_invalid_types():
         M.ece(np.array([[1.0]]), np.array([0]), n_bins=2.5)
     with pytest.raises(TypeError, match="from_logits must be a bool"):
         M.nll(np.array([[1.0]]), np.array([0]), from_logits=1)
+
+
+@pytest.mark.parametrize("fn", [M.ece, M.reliability])
+def test_n_bins_is_bounded_before_allocation(fn):
+    """ece(..., n_bins=10**9) used 23 GB; now a ValueError naming the documented maximum."""
+    from ensemblize.metrics._validate import MAX_BINS
+
+    p, y = np.array([[0.7, 0.3]]), np.array([0])
+    with pytest.raises(ValueError, match=f"n_bins must be <= {MAX_BINS}, got 1000000000"):
+        fn(p, y, n_bins=10**9)
+    with pytest.raises(ValueError, match="n_bins must be <="):
+        M.ECE(n_bins=MAX_BINS + 1)
+    fn(p, y, n_bins=MAX_BINS)  # the maximum itself is fine
+    assert fn(p, y, n_bins=np.int64(15)) is not None

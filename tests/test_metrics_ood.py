@@ -126,8 +126,8 @@ def test_tensor_inputs():
         (lambda: M.ood_auroc([0.1], []), "ood_confidence is empty"),
         (lambda: M.ood_aupr([0.1], [np.inf]), "ood_confidence contains 1 non-finite"),
         (lambda: M.ood_aupr([0.1], [0.2], positive="in"), "positive must be one of"),
-        (lambda: M.fpr_at_tpr([0.1], [0.2], tpr=1.0), r"tpr must lie in \(0, 1\), got 1.0"),
-        (lambda: M.fpr_at_tpr([0.1], [0.2], tpr=0.0), r"tpr must lie in \(0, 1\), got 0.0"),
+        (lambda: M.fpr_at_tpr([0.1], [0.2], tpr=1.0), r"tpr must lie strictly inside \(0, 1\), got 1.0"),
+        (lambda: M.fpr_at_tpr([0.1], [0.2], tpr=0.0), r"tpr must lie strictly inside \(0, 1\), got 0.0"),
         (lambda: M.ood_auroc([[0.1]], [0.2]), "id_confidence must be 1-D"),
     ],
 )

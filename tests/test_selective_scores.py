@@ -163,5 +163,7 @@ def test_threshold_rejects_bad_confidences():
         threshold_for_coverage(np.ones((2, 2)), 0.5)
     with pytest.raises(ValueError, match="empty"):
         threshold_for_coverage(np.array([]), 0.5)
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="threshold must be finite"):
         coverage_achieved(np.ones(3), float("nan"))
+    with pytest.raises(TypeError, match="threshold"):
+        coverage_achieved(np.ones(3), "0.5")

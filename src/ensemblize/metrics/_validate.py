@@ -6,12 +6,20 @@ All metrics convert their inputs to float64 NumPy arrays here, never mutating th
 from __future__ import annotations
 
 import math
-from numbers import Real
 
 import numpy as np
 import torch
 
-from .._checks import check_finite, check_fraction, check_labels, to_numpy
+from .._checks import (
+    check_choice,
+    check_finite,
+    check_fraction,
+    check_labels,
+    check_open_unit,
+    check_positive,
+    check_size,
+    to_numpy,
+)
 
 # Row sums of probabilities must equal 1 within this absolute tolerance, chosen by the input's
 # precision: float64 inputs are held to 1e-6, float32 (e.g. a torch softmax) to 1e-4, and
@@ -135,31 +143,24 @@ def coverage(value: object) -> float:
     return check_fraction(value, name="coverage")
 
 
+#: Largest ``n_bins`` accepted by the binned metrics (ECE, reliability): far more bins than any
+#: evaluation set can fill, and small enough that the per-bin arrays never matter for memory.
+MAX_BINS = 10_000
+
+
 def n_bins(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"n_bins must be an int >= 1, got {value!r}")
-    if value < 1:
-        raise ValueError(f"n_bins must be >= 1, got {value}")
-    return int(value)
+    """Return ``value`` if it is an int in ``[1, MAX_BINS]`` (checked before anything is allocated)."""
+    return check_size(value, name="n_bins", maximum=MAX_BINS)
 
 
 def open_unit(value: object, *, name: str) -> float:
     """Return ``value`` if it lies strictly inside (0, 1), else raise naming it."""
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    v = float(value)
-    if not 0 < v < 1:
-        raise ValueError(f"{name} must lie in (0, 1), got {value!r}")
-    return v
+    return check_open_unit(value, name=name)
 
 
 def nonnegative_real(value: object, *, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    v = float(value)
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-    return v
+    """Return ``value`` if it is a finite real ≥ 0, else raise naming it."""
+    return check_positive(value, name=name, allow_zero=True)
 
 
 def count_for_fraction(fraction: float, n: int) -> int:
@@ -169,6 +170,5 @@ def count_for_fraction(fraction: float, n: int) -> int:
 
 
 def choice(value: object, options: tuple[str, ...], *, name: str) -> str:
-    if value not in options:
-        raise ValueError(f"{name} must be one of {options}, got {value!r}")
-    return str(value)
+    """Return ``value`` if it is one of ``options``, else raise naming it."""
+    return check_choice(value, options, name=name)

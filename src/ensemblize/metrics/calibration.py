@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import log_softmax, logsumexp
 
+from .._checks import check_bool
 from . import _validate as V
 
 BINNINGS = ("equal_width", "equal_mass")
@@ -48,8 +49,7 @@ def nll(probs: object, labels: object, *, from_logits: bool = False, eps: float 
       for one member) and the log mean probability is computed stably in log space,
       ``log p̄ = logsumexp_m(log_softmax(z_m)) − log M``; no clipping is applied.
     """
-    if not isinstance(from_logits, bool):
-        raise TypeError(f"from_logits must be a bool, got {from_logits!r}")
+    check_bool(from_logits, name="from_logits")
     eps = V.nonnegative_real(eps, name="eps")
     if from_logits:
         z = V.logits(probs, name="logits")
@@ -155,11 +155,12 @@ def ece(
     so tied confidences always share a bin. In both cases bin ``b`` is the half-open interval
     ``(edges[b], edges[b+1]]``, and a confidence equal to ``edges[0]`` (e.g. 0) goes to the first bin.
     Empty bins contribute nothing. ``probs``: ``(N, C)`` or ``(N, M, C)`` (averaged first).
+    ``n_bins`` is an int in ``[1, 10_000]`` (``metrics._validate.MAX_BINS``; larger raises ValueError
+    before anything is allocated).
     """
     n_bins = V.n_bins(n_bins)
     binning = V.choice(binning, BINNINGS, name="binning")
-    if not isinstance(classwise, bool):
-        raise TypeError(f"classwise must be a bool, got {classwise!r}")
+    check_bool(classwise, name="classwise")
     p, y = _probs_and_labels(probs, labels)
     n = p.shape[0]
     if not classwise:

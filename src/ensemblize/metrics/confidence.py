@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._checks import check_finite, check_positive
+from .._checks import check_bool, check_finite, check_positive
 from . import _validate as V
 
 __all__ = [
@@ -112,8 +112,7 @@ def negative_entropy(probs: ArrayT, *, normalize: bool = False) -> ArrayT:
     Raw values lie in ``[-log C, 0]``. With ``normalize=True`` returns ``1 - H(p̄) / log C`` in
     ``[0, 1]`` (1 = one-hot, 0 = uniform); for ``C = 1`` that is defined as 1.
     """
-    if not isinstance(normalize, bool):
-        raise TypeError(f"normalize must be a bool, got {normalize!r}")
+    check_bool(normalize, name="normalize")
     p, as_tensor = _mean_probs(probs)
     return _out(_negative_entropy(p, normalize), as_tensor)
 

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_int, check_int_pair
+from .._checks import check_bool, check_choice, check_int, check_int_pair
 from ..members import check_members
 from .lome import _check_ensemble_input, _init_member_bias_, _init_rsqrt_uniform_
 
@@ -45,10 +45,8 @@ def _check_floating(x: Tensor, layer: str) -> None:
 
 
 def _check_init(init: object, first_layer: object) -> None:
-    if init not in _INITS:
-        raise ValueError(f"init must be one of {_INITS}, got {init!r}")
-    if not isinstance(first_layer, bool):
-        raise TypeError(f"first_layer must be a bool, got {first_layer!r}")
+    check_choice(init, _INITS, name="init")
+    check_bool(first_layer, name="first_layer")
 
 
 def _check_chunks(chunks: object, in_features: int, init: str, first_layer: bool) -> tuple[int, ...] | None:

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ensemblize._checks import check_int, check_int_pair, check_positive
+from ensemblize._checks import check_bool, check_int, check_int_pair, check_positive
 from ensemblize.members import check_members
 
 __all__ = ["PackedConv2d", "PackedLinear", "packed_widths"]
@@ -44,12 +44,6 @@ __all__ = ["PackedConv2d", "PackedLinear", "packed_widths"]
 def _check_alpha(alpha: object) -> float:
     """``alpha`` as a finite float > 0 (kept for ``models.ensembles.PackedLayers``; prefer ``check_positive``)."""
     return check_positive(alpha, name="alpha")
-
-
-def _check_flag(value: object, *, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
-    return value
 
 
 def _widths(
@@ -99,8 +93,8 @@ def packed_widths(
     members = check_members(members)
     a = _check_alpha(alpha)
     gamma = check_int(gamma, name="gamma")
-    first = _check_flag(first, name="first")
-    last = _check_flag(last, name="last")
+    first = check_bool(first, name="first")
+    last = check_bool(last, name="last")
     c_in, c_out, groups, problem = _widths(in_channels, out_channels, members, a, gamma, first, last)
     if problem is None:
         return c_in, c_out, groups
@@ -171,7 +165,7 @@ class PackedConv2d(nn.Conv2d):
         kernel = check_int_pair(kernel_size, name="kernel_size", minimum=1)
         strides = check_int_pair(stride, name="stride", minimum=1)
         pads = check_int_pair(padding, name="padding", minimum=0)
-        bias = _check_flag(bias, name="bias")
+        bias = check_bool(bias, name="bias")
         super().__init__(c_in, c_out, kernel, stride=strides, padding=pads, groups=groups, bias=bias)
         self.members = check_members(members)
         self.alpha = float(alpha)
@@ -249,7 +243,7 @@ class PackedLinear(nn.Module):
         c_in, c_out, groups = packed_widths(
             in_features, out_features, members, alpha, gamma, first=first, last=last
         )
-        bias = _check_flag(bias, name="bias")
+        bias = check_bool(bias, name="bias")
         self.in_features = c_in
         self.out_features = c_out
         self.groups = groups

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .._checks import check_finite, check_fraction, to_numpy
+from .._checks import check_finite, check_finite_real, check_fraction, to_numpy
 
 __all__ = ["threshold_for_coverage", "coverage_achieved"]
 
@@ -59,10 +59,10 @@ def threshold_for_coverage(confidence_val: object, coverage: float) -> float:
 
 
 def coverage_achieved(confidence_test: object, threshold: float) -> float:
-    """Share of samples accepted by ``confidence_test >= threshold``; ``(N,) -> float`` in [0, 1]."""
+    """Share of samples accepted by ``confidence_test >= threshold``; ``(N,) -> float`` in [0, 1].
+
+    ``threshold`` must be a finite real number (e.g. from :func:`threshold_for_coverage`).
+    """
     conf = _confidence_1d(confidence_test, name="confidence_test")
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating, np.integer)):
-        raise TypeError(f"threshold must be a real number, got {threshold!r}")
-    if math.isnan(float(threshold)):
-        raise ValueError("threshold is NaN")
-    return float(np.mean(conf >= float(threshold)))
+    t = check_finite_real(threshold, name="threshold")
+    return float(np.mean(conf >= t))
