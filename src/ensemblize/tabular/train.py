@@ -1,32 +1,39 @@
-"""Training loop for :class:`~ensemblize.tabular.model.LoMETabModel` (TabM protocol).
+"""The TabM training protocol for tabular ensembles, as a thin call into :func:`ensemblize.training.fit`.
 
-* objective: the mean over members of the per-member task loss — cross-entropy on logits, or
-  MSE on the standardised target; ``(B, K, C)`` / ``(B, K)`` outputs against ``(B,)`` or
-  ``(B, K)`` targets;
-* AdamW, gradient-norm clipping, early stopping on the validation score of the *ensemble*
-  prediction (accuracy of ``p̄ = mean_k softmax(z_k)``, or RMSE of ``mean_k ŷ_k``) with the
-  ensemble loss as tie-breaker, and the best epoch's weights restored at the end;
+:func:`train_model` keeps the signature and :class:`TrainResult` the estimators and experiments use;
+everything it does is a ``fit`` option:
+
+* objective: the mean over members of the per-member task loss — cross-entropy on logits, or MSE
+  on the standardised target (``task="regression"``); ``(B, K, C)`` / ``(B, K)`` outputs against
+  ``(B,)`` or, with per-member batches, ``(B, K)`` targets;
+* AdamW, no schedule, gradient-norm clipping, the standard weight-decay groups (no decay on
+  biases, norm affine parameters, embeddings and σN gates — as the official TabM recipe);
+* early stopping on the validation score of the *ensemble* (``monitor="val_accuracy"`` of
+  ``p̄ = mean_k softmax(z_k)`` with the NLL as tie-breaker, or ``"val_rmse"`` of ``mean_k ŷ_k``),
+  the best epoch's weights restored at the end;
 * batches: one shared permutation per epoch (every member sees the same rows, as TabM does) or,
   with ``per_member_batches=True``, an independent permutation per member, gathered as one
   ``(B, K)`` index matrix (no loop over members);
-* per-epoch history with validation diversity: pairwise KL and argmax disagreement between
-  members (classification) or ambiguity (regression), from :mod:`ensemblize.metrics`.
+* per-epoch validation diversity through ``fit``'s ``val_metrics``: pairwise KL and argmax
+  disagreement between members (classification) or ambiguity (regression).
+
+:func:`predict_members` is :func:`ensemblize.training.predict_outputs` returning the raw member
+outputs.
 """
 
 from __future__ import annotations
 
-import copy
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
-from tqdm.auto import tqdm
+
+from ensemblize.members import check_members
+from ensemblize.training import fit, predict_outputs
+from ensemblize.training.data import row_order
+from ensemblize.training.outputs import logits_of, member_cross_entropy, member_mse
 
 __all__ = ["auto_batch_size", "batch_order", "member_loss", "predict_members", "TrainResult", "train_model"]
 
@@ -47,12 +54,7 @@ def member_loss(out: Tensor, y: Tensor, *, regression: bool) -> Tensor:
     ``(B, K)`` (per-member rows), int64 classes or float targets. Returns
     ``(1/K) Σ_k (1/B) Σ_b ℓ(out[b, k], y[b(, k)])`` with ℓ = cross-entropy or squared error.
     """
-    b, k = out.shape[0], out.shape[1]
-    if y.dim() == 1:
-        y = y.unsqueeze(1).expand(b, k)
-    if regression:
-        return F.mse_loss(out, y.to(out.dtype))
-    return F.cross_entropy(out.reshape(b * k, -1), y.reshape(b * k))
+    return (member_mse if regression else member_cross_entropy)(out, y)
 
 
 def batch_order(n: int, *, members: int, per_member: bool, generator: torch.Generator) -> Tensor:
@@ -61,21 +63,12 @@ def batch_order(n: int, *, members: int, per_member: bool, generator: torch.Gene
     Slicing ``order[i : i + B]`` gives a ``(B,)`` or ``(B, K)`` index; ``X[idx]`` then gathers a
     ``(B, F)`` shared batch or a ``(B, K, F)`` per-member batch in one op.
     """
-    if per_member:
-        return torch.argsort(torch.rand(members, n, generator=generator), dim=1).T.contiguous()
-    return torch.randperm(n, generator=generator)
+    return row_order(n, members=members if per_member else None, generator=generator)
 
 
-@torch.no_grad()
 def predict_members(model: nn.Module, x: Tensor, *, batch_size: int = 4096) -> Tensor:
-    """Evaluate ``model`` in eval mode on ``x`` ``(N, F)`` in chunks -> ``(N, K, C)`` / ``(N, K)`` raw outputs."""
-    was_training = model.training
-    model.eval()
-    try:
-        outs = [model(x[i : i + batch_size]) for i in range(0, len(x), batch_size)]
-    finally:
-        model.train(was_training)
-    return torch.cat(outs, dim=0)
+    """``model`` in eval mode on ``x`` ``(N, F)`` in chunks -> raw member outputs ``(N, K, C)`` / ``(N, K)`` on CPU."""
+    return predict_outputs(model, x, transform=logits_of, batch_size=batch_size)
 
 
 @dataclass
@@ -89,35 +82,36 @@ class TrainResult:
     stopped_early: bool = False
 
 
-def _evaluate(model: nn.Module, x: Tensor, y: Tensor, *, regression: bool) -> dict[str, float]:
-    """Ensemble score, ensemble loss and member diversity on one split."""
+def _diversity(regression: bool) -> dict[str, Callable[[Tensor, Tensor], float]]:
     from ensemblize import metrics
 
-    out = predict_members(model, x).double()
     if regression:
-        pred = out.mean(dim=1)
-        yd = y.double()
-        mse = float(((pred - yd) ** 2).mean())
-        return {
-            "val_rmse": math.sqrt(mse),
-            "val_loss": mse,
-            "val_ambiguity": float(metrics.ambiguity(out.cpu().numpy())),
-            "_score": -math.sqrt(mse),
-            "_tiebreak": -mse,
-        }
-    probs = torch.softmax(out, dim=-1)  # (N, K, C)
-    p_bar = probs.mean(dim=1)
-    acc = float((p_bar.argmax(dim=-1) == y).double().mean())
-    nll = float(-torch.log(p_bar.gather(1, y[:, None]).clamp_min(1e-12)).mean())
-    mp = probs.cpu().numpy()
+        return {"val_ambiguity": lambda f, _: metrics.ambiguity(f.numpy())}
     return {
-        "val_accuracy": acc,
-        "val_loss": nll,
-        "val_pairwise_kl": float(metrics.pairwise_kl(mp)),
-        "val_disagreement": float(metrics.disagreement(mp)),
-        "_score": acc,
-        "_tiebreak": -nll,
+        "val_pairwise_kl": lambda p, _: metrics.pairwise_kl(p.numpy()),
+        "val_disagreement": lambda p, _: metrics.disagreement(p.numpy()),
     }
+
+
+def _rows(history: list[dict], *, regression: bool, with_regularizer: bool) -> list[dict[str, float]]:
+    """fit's records in this module's format: 0-based ``epoch``, ensemble ``val_loss``, cumulative ``seconds``."""
+    rows, elapsed = [], 0.0
+    score = "val_rmse" if regression else "val_accuracy"
+    extra = ("val_ambiguity",) if regression else ("val_pairwise_kl", "val_disagreement")
+    for h in history:
+        elapsed += h["seconds"]
+        row = {
+            "epoch": h["epoch"] - 1,
+            "train_loss": h["train_loss"],
+            "val_loss": h["val_rmse"] ** 2 if regression else h["val_nll"],
+            score: h[score],
+            **{k: h[k] for k in extra},
+            "seconds": elapsed,
+        }
+        if with_regularizer:
+            row["train_regularizer"] = h["regularizer"]
+        rows.append(row)
+    return rows
 
 
 def train_model(
@@ -140,92 +134,69 @@ def train_model(
     verbose: bool = False,
     regularizer: Callable[[nn.Module], Tensor] | None = None,
 ) -> TrainResult:
-    """Train ``model`` in place and restore the weights of its best validation epoch.
+    """Train ``model`` in place with :func:`ensemblize.training.fit` and restore its best validation epoch.
 
     Args:
         model: maps ``(B, F)`` — and ``(B, K, F)`` when ``per_member_batches`` — to ``(B, K, C)``
             logits or ``(B, K)`` predictions.
-        x_train, x_val: float tensors ``(N, F)`` on the model's device.
+        x_train, x_val: float tensors ``(N, F)``; training runs on their device.
         y_train, y_val: int64 class indices ``(N,)`` or float standardised targets ``(N,)``.
         regression: task type (MSE and RMSE instead of cross-entropy and accuracy).
-        members: K (used to draw per-member permutations).
-        lr, weight_decay: AdamW hyper-parameters.
+        members: K, the model's member count (the per-member orders read it from the output).
+        lr, weight_decay: AdamW hyper-parameters (standard no-decay groups).
         batch_size: rows per step; ``None`` -> :func:`auto_batch_size`.
         max_epochs, patience: an epoch is a pass over the training rows; training stops after
-            ``patience`` epochs without a better validation score (ties broken by the loss).
+            ``patience`` epochs without a better validation score (ties broken by the NLL).
         grad_clip: maximum global gradient norm (``None`` or ``0`` disables clipping).
         per_member_batches: each member gets its own row order.
-        seed: seeds the batch order; parameter init and dropout follow the global torch RNG,
-            which the caller seeds (the estimators do, inside :func:`torch.random.fork_rng`).
-        verbose: show a tqdm bar (only when stderr is a terminal).
+        seed: seeds the batch order and the per-epoch RNG (dropout); parameter init follows the
+            global torch RNG, which the caller seeds (the estimators do, inside ``fork_rng``).
+        verbose: progress (a bar on a terminal, one line per epoch elsewhere).
         regularizer: optional ``regularizer(model) -> scalar tensor`` added to every step's loss
             (e.g. the σN-Ens diversity term); the history then also has ``train_regularizer``
-            (its mean per step), while ``train_loss`` stays the task loss alone.
+            (its per-row mean), while ``train_loss`` stays the task loss alone.
 
-    Returns a :class:`TrainResult` whose ``history`` has one dict per epoch: ``epoch``,
-    ``train_loss``, ``val_loss``, ``val_accuracy`` / ``val_rmse``, ``val_pairwise_kl`` and
-    ``val_disagreement`` (classification) or ``val_ambiguity`` (regression), ``seconds``.
+    Returns a :class:`TrainResult` whose ``history`` has one dict per epoch: ``epoch`` (0-based),
+    ``train_loss``, ``val_loss`` (NLL of ``p̄``, or MSE of the member mean), ``val_accuracy`` /
+    ``val_rmse``, ``val_pairwise_kl`` and ``val_disagreement`` (classification) or
+    ``val_ambiguity`` (regression), ``seconds`` (cumulative).
     """
+    check_members(members)
     n = len(x_train)
     if n == 0 or len(x_val) == 0:
         raise ValueError(f"need non-empty train and validation splits, got {n} and {len(x_val)} rows")
     bs = auto_batch_size(n) if batch_size is None else int(batch_size)
     if bs < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
-    bs = min(bs, n)
-    device = x_train.device
-    gen = torch.Generator(device="cpu").manual_seed(int(seed))
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-
-    result = TrainResult()
-    best_key: tuple[float, float] | None = None
-    best_state: dict[str, Any] | None = None
-    bad_epochs = 0
-    t0 = time.perf_counter()
-    bar = tqdm(range(max_epochs), disable=None if verbose else True, desc="epochs", leave=False)
-    for epoch in bar:
-        model.train()
-        order = batch_order(n, members=members, per_member=per_member_batches, generator=gen).to(device)
-        total, seen, reg_total, steps = 0.0, 0, 0.0, 0
-        for start in range(0, n, bs):
-            idx = order[start : start + bs]  # (B,) or (B, K)
-            xb, yb = x_train[idx], y_train[idx]  # (B, F) / (B, K, F); (B,) / (B, K)
-            loss = member_loss(model(xb), yb, regression=regression)
-            objective = loss
-            if regularizer is not None:
-                reg = regularizer(model)
-                objective = loss + reg
-                reg_total += float(reg.detach())
-                steps += 1
-            opt.zero_grad(set_to_none=True)
-            objective.backward()
-            if grad_clip:
-                nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-            opt.step()
-            total += float(loss.detach()) * len(idx)
-            seen += len(idx)
-        ev = _evaluate(model, x_val, y_val, regression=regression)
-        key = (ev.pop("_score"), ev.pop("_tiebreak"))
-        row = {"epoch": epoch, "train_loss": total / seen, **ev, "seconds": time.perf_counter() - t0}
-        if regularizer is not None:
-            row["train_regularizer"] = reg_total / steps
-        result.history.append(row)
-        if not all(np.isfinite(v) for v in (row["train_loss"], row["val_loss"])):
-            raise FloatingPointError(f"training diverged at epoch {epoch}: non-finite loss {row}")
-        if best_key is None or key > best_key:
-            best_key, bad_epochs = key, 0
-            best_state = copy.deepcopy(model.state_dict())
-            result.best_epoch = epoch
-            result.best_score = row["val_rmse"] if regression else row["val_accuracy"]
-        else:
-            bad_epochs += 1
-        bar.set_postfix(loss=f"{row['train_loss']:.4f}", best=f"{result.best_score:.4f}")
-        if bad_epochs >= patience:
-            result.stopped_early = True
-            break
-    bar.close()
-    if best_state is not None:
-        model.load_state_dict(best_state)
+    res = fit(
+        model,
+        (x_train, y_train),
+        (x_val, y_val),
+        epochs=int(max_epochs),
+        batch_size=min(bs, n),
+        optimizer="adamw",
+        lr=float(lr),
+        weight_decay=float(weight_decay),
+        schedule="none",
+        grad_clip=float(grad_clip) if grad_clip else None,
+        task="regression" if regression else "classification",
+        regularizer=regularizer,
+        monitor="val_rmse" if regression else "val_accuracy",
+        early_stopping_patience=int(patience),
+        val_metrics=_diversity(regression),
+        per_member_batches=bool(per_member_batches),
+        seed=int(seed),
+        progress=bool(verbose),
+        desc="train_model",
+        device=x_train.device,
+    )
+    rows = _rows(res.history, regression=regression, with_regularizer=regularizer is not None)
+    best = res.best_epoch - 1
     model.eval()
-    result.train_seconds = time.perf_counter() - t0
-    return result
+    return TrainResult(
+        history=rows,
+        best_epoch=best,
+        best_score=rows[best]["val_rmse" if regression else "val_accuracy"],
+        train_seconds=res.train_seconds,
+        stopped_early=res.stopped_early,
+    )

@@ -56,6 +56,7 @@ __all__ = [
     "tree_map",
     "batch_bounds",
     "epoch_order",
+    "row_order",
     "derive_seed",
 ]
 
@@ -164,10 +165,14 @@ def epoch_order(n: int, *, seed: int, epoch: int, members: int | None) -> Tensor
     ``members=None``: a ``(N,)`` permutation shared by every member. ``members=M``: ``(N, M)`` whose
     column ``m`` is member ``m``'s own permutation (one ``argsort`` of uniform noise, no loop).
     """
-    gen = torch.Generator().manual_seed(derive_seed(seed, epoch, 0))
+    return row_order(n, members=members, generator=torch.Generator().manual_seed(derive_seed(seed, epoch, 0)))
+
+
+def row_order(n: int, *, members: int | None, generator: torch.Generator) -> Tensor:
+    """``(N,)`` permutation (``members=None``) or ``(N, M)`` with column ``m`` a permutation, from ``generator``."""
     if members is None:
-        return torch.randperm(n, generator=gen)
-    return torch.argsort(torch.rand(members, n, generator=gen), dim=1).T.contiguous()
+        return torch.randperm(n, generator=generator)
+    return torch.argsort(torch.rand(members, n, generator=generator), dim=1).T.contiguous()
 
 
 def _digest(h: Any, tree: Any) -> None:
