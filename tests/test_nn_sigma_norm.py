@@ -175,3 +175,70 @@ def test_default_gate_is_bounded_and_initial_member_equals_identity_affine():
     assert torch.all((g > 0) & (g < 1))
     x = torch.randn(8, 5)
     torch.testing.assert_close(layer(x), F.layer_norm(x, (5,)), **TOL)
+
+
+@pytest.mark.parametrize(
+    ("make", "exc", "match"),
+    [
+        (lambda: SigmaBatchNorm2d(4, 2, eps=float("nan")), ValueError, "eps must be finite"),
+        (lambda: SigmaBatchNorm2d(4, 2, eps=-1e-5), ValueError, "eps must be finite and >= 0"),
+        (lambda: SigmaBatchNorm1d(4, 2, eps=float("inf")), ValueError, "eps"),
+        (lambda: SigmaBatchNorm2d(4, 2, momentum=1.5), ValueError, "momentum must lie in"),
+        (lambda: SigmaBatchNorm2d(4, 2, momentum=float("nan")), ValueError, "momentum"),
+        (lambda: SigmaBatchNorm2d(4.0, 2), TypeError, "num_features must be an int"),
+        (lambda: SigmaBatchNorm2d(0, 2), ValueError, "num_features must be >= 1, got 0"),
+        (lambda: SigmaBatchNorm2d(4, 2, track_running_stats=1), TypeError, "track_running_stats"),
+        (lambda: SigmaBatchNorm2d(4, 2, gate_init=float("nan")), ValueError, "gate_init must be finite"),
+        (lambda: SigmaBatchNorm2d(4, 2, gate_init=-200), ValueError, r"gate_init must lie in \[-10, 10\]"),
+        (lambda: SigmaLayerNorm((2.5,), 2), TypeError, "normalized_shape must be an int"),
+        (lambda: SigmaLayerNorm(2.5, 2), TypeError, "normalized_shape must be an int or a sequence"),
+        (lambda: SigmaLayerNorm((4, True), 2), TypeError, "normalized_shape"),
+        (lambda: SigmaLayerNorm((), 2), ValueError, "normalized_shape must not be empty"),
+        (lambda: SigmaLayerNorm((4, 0), 2), ValueError, "normalized_shape must be >= 1, got 0"),
+        (lambda: SigmaLayerNorm(4, 2, eps=float("nan")), ValueError, "eps must be finite"),
+        (lambda: SigmaGroupNorm(2, 4, 2, eps=float("nan")), ValueError, "eps must be finite"),
+        (lambda: SigmaGroupNorm(2.0, 4, 2), TypeError, "num_groups must be an int"),
+        (lambda: SigmaGroupNorm(0, 4, 2), ValueError, "num_groups must be >= 1"),
+        (lambda: SigmaLayerNorm(4, True), TypeError, "members"),
+    ],
+)
+def test_bad_constructor_arguments_raise_named_errors(make, exc, match):
+    with pytest.raises(exc, match=match):
+        make()
+
+
+def test_numpy_integers_are_accepted_and_equal_python_ints():
+    np = pytest.importorskip("numpy")
+    a = SigmaBatchNorm2d(np.int64(4), np.int64(2))
+    b = SigmaLayerNorm((np.int64(3), np.int32(5)), np.int64(2))
+    c = SigmaGroupNorm(np.int64(2), np.int64(4), np.int64(3))
+    assert (a.members, a.num_features, type(a.members)) == (2, 4, int)
+    assert b.normalized_shape == (3, 5) and all(type(d) is int for d in b.normalized_shape)
+    assert (c.members, c.num_groups, c.num_channels) == (3, 2, 4)
+    x = torch.randn(4, 4, 3, 3)
+    torch.testing.assert_close(a(x), SigmaBatchNorm2d(4, 2)(x))
+
+
+def test_bad_forward_inputs_and_loads_raise_named_errors():
+    bn, ln, gn = SigmaBatchNorm2d(4, 2), SigmaLayerNorm(8, 2), SigmaGroupNorm(2, 4, 2)
+    for layer, ok_shape in ((bn, (4, 4, 2, 2)), (ln, (4, 8)), (gn, (4, 4, 3))):
+        with pytest.raises(TypeError, match="floating-point input, got dtype torch.int64"):
+            layer(torch.ones(ok_shape, dtype=torch.long))
+        with pytest.raises(TypeError, match="expects a torch.Tensor, got ndarray"):
+            layer(torch.ones(ok_shape).numpy())
+    with pytest.raises(ValueError, match="after a batch axis"):
+        ln(torch.randn(8))  # no batch axis: would otherwise be read as B·M = 8 rows of 1 feature
+    with pytest.raises(ValueError, match="cannot load a BatchNorm with num_features=5"):
+        bn.load_from_norm_module(nn.BatchNorm2d(5))
+    with pytest.raises(ValueError, match=r"cannot load a LayerNorm with normalized_shape=\(7,\)"):
+        ln.load_from_norm_module(nn.LayerNorm(7))
+    with pytest.raises(ValueError, match="cannot load a GroupNorm"):
+        gn.load_from_norm_module(nn.GroupNorm(1, 4))
+    with pytest.raises(ValueError, match="weight must hold 4 values, got \\(3,\\)"):
+        bn.load_from_norm(torch.ones(3), None)
+    with pytest.raises(ValueError, match="bias contains NaN or inf"):
+        bn.load_from_norm(None, torch.tensor([0.0, float("nan"), 0.0, 0.0]))
+    with pytest.raises(ValueError, match="noise must be finite and >= 0"):
+        bn.load_from_norm(None, None, noise=float("nan"))
+    with pytest.raises(ValueError, match="noise"):
+        bn.load_from_norm(None, None, noise=-1.0)

@@ -32,11 +32,13 @@ per-member affine as one broadcast.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._checks import check_finite_real, check_fraction, check_int, check_positive
 from ..members import check_members
 
 __all__ = [
@@ -47,6 +49,26 @@ __all__ = [
     "SigmaLayerNorm",
     "SigmaGroupNorm",
 ]
+
+
+#: ``gate_init`` must lie in ``[-GATE_INIT_BOUND, GATE_INIT_BOUND]`` (the same bound as
+#: :func:`ensemblize.sigma_ensemble`): beyond ±10 the initial gate is within 5e-5 of 0 or 1, its
+#: gradient vanishes and the compensating amplitude ``1/σ(γ₀)`` blows up (1/0 at −200 in float32).
+GATE_INIT_BOUND = 10.0
+
+
+def _check_eps(eps: object) -> float:
+    """``eps`` as float: a finite real ≥ 0 (NaN / inf / negative raise, naming ``eps``)."""
+    return check_positive(eps, name="eps", allow_zero=True)
+
+
+def _check_input(layer: nn.Module, x: object) -> Tensor:
+    """Raise TypeError unless ``x`` is a floating-point tensor."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{type(layer).__name__} expects a torch.Tensor, got {type(x).__name__}")
+    if not (x.is_floating_point() or x.is_complex()):
+        raise TypeError(f"{type(layer).__name__} expects a floating-point input, got dtype {x.dtype}")
+    return x
 
 
 class SigmaNorm(nn.Module):
@@ -62,7 +84,7 @@ class SigmaNorm(nn.Module):
     def _init_affine(self, num_gated: int, members: int, gate_init: float) -> None:
         self.members = check_members(members)
         self.num_gated = int(num_gated)
-        self.gate_init = float(gate_init)
+        self.gate_init = check_finite_real(gate_init, name="gate_init", bound=GATE_INIT_BOUND)
         amplitude = 1.0 / torch.sigmoid(torch.tensor(self.gate_init)).item()
         self.weight = nn.Parameter(torch.full((num_gated,), amplitude))
         self.bias = nn.Parameter(torch.zeros(members, num_gated))
@@ -89,16 +111,31 @@ class SigmaNorm(nn.Module):
         """Copy a plain norm layer's affine into every member, function-preservingly (see module doc).
 
         ``noise`` adds ``noise · N(0, 1)`` to each member's gate logits so that members differ.
+        ``weight`` / ``bias`` must hold ``C`` finite values (ValueError otherwise); ``noise`` must be
+        finite and ≥ 0.
         """
+        noise = check_positive(noise, name="noise", allow_zero=True)
         s0 = torch.sigmoid(torch.tensor(self.gate_init)).item()
-        w = torch.ones(self.num_gated) if weight is None else weight.detach().reshape(-1).float()
-        b = torch.zeros(self.num_gated) if bias is None else bias.detach().reshape(-1).float()
+        w = self._affine_source(weight, "weight", 1.0)
+        b = self._affine_source(bias, "bias", 0.0)
         self.weight.copy_(w / s0)
         self.bias.copy_((b / s0).expand(self.members, -1))
         self.gate_logits.fill_(self.gate_init)
         if noise:
             eps = torch.randn(self.gate_logits.shape, generator=generator)
             self.gate_logits.add_(noise * eps)
+
+    def _affine_source(self, value: Tensor | None, name: str, default: float) -> Tensor:
+        """A plain norm's ``weight`` / ``bias`` as ``C`` float values (``default`` when None), checked."""
+        if value is None:
+            return torch.full((self.num_gated,), default)
+        if not isinstance(value, Tensor) or value.numel() != self.num_gated:
+            got = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+            raise ValueError(f"{type(self).__name__}: {name} must hold {self.num_gated} values, got {got}")
+        flat = value.detach().reshape(-1).float().cpu()
+        if not torch.isfinite(flat).all():
+            raise ValueError(f"{type(self).__name__}: {name} contains NaN or inf")
+        return flat
 
     def _check_batch(self, x: Tensor) -> int:
         if x.shape[0] % self.members:
@@ -125,11 +162,13 @@ class _SigmaBatchNorm(SigmaNorm):
         gate_init: float = 0.0,
     ) -> None:
         super().__init__()
-        if num_features < 1:
-            raise ValueError(f"num_features must be >= 1, got {num_features}")
-        self.num_features = int(num_features)
-        self.eps = float(eps)
-        self.momentum = momentum
+        self.num_features = check_int(num_features, name="num_features", minimum=1)
+        self.eps = _check_eps(eps)
+        self.momentum = (
+            None if momentum is None else check_fraction(momentum, name="momentum", low_open=False)
+        )
+        if not isinstance(track_running_stats, bool):
+            raise TypeError(f"track_running_stats must be a bool, got {track_running_stats!r}")
         self.track_running_stats = track_running_stats
         self._init_affine(num_features, members, gate_init)
         if track_running_stats:
@@ -156,6 +195,11 @@ class _SigmaBatchNorm(SigmaNorm):
         generator: torch.Generator | None = None,
     ) -> None:
         """Copy a plain BatchNorm's affine and running statistics into every member."""
+        if norm.num_features != self.num_features:
+            raise ValueError(
+                f"{type(self).__name__}({self.num_features}) cannot load a BatchNorm with "
+                f"num_features={norm.num_features}"
+            )
         self.load_from_norm(
             norm.weight if norm.affine else None,
             norm.bias if norm.affine else None,
@@ -169,6 +213,7 @@ class _SigmaBatchNorm(SigmaNorm):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B·M, C, *spatial) -> (B·M, C, *spatial)``; one ``F.batch_norm`` call on ``(B, M·C, *spatial)``."""
+        _check_input(self, x)
         if x.dim() not in self._expected_dims:
             raise ValueError(
                 f"{type(self).__name__} expects {self._expected_dims}-D input, got shape {tuple(x.shape)}"
@@ -252,11 +297,18 @@ class SigmaLayerNorm(SigmaNorm):
         gate_init: float = 0.0,
     ) -> None:
         super().__init__()
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-        if not shape or any(int(s) < 1 for s in shape):
-            raise ValueError(f"normalized_shape must be positive sizes, got {normalized_shape!r}")
-        self.normalized_shape = tuple(int(s) for s in shape)
-        self.eps = float(eps)
+        if isinstance(normalized_shape, Integral) and not isinstance(normalized_shape, bool):
+            shape: tuple[object, ...] = (normalized_shape,)
+        elif isinstance(normalized_shape, (Sequence, torch.Size)) and not isinstance(normalized_shape, str):
+            shape = tuple(normalized_shape)
+        else:
+            raise TypeError(
+                f"normalized_shape must be an int or a sequence of ints, got {normalized_shape!r}"
+            )
+        if not shape:
+            raise ValueError("normalized_shape must not be empty")
+        self.normalized_shape = tuple(check_int(d, name="normalized_shape", minimum=1) for d in shape)
+        self.eps = _check_eps(eps)
         self._init_affine(int(torch.tensor(self.normalized_shape).prod()), members, gate_init)
 
     def extra_repr(self) -> str:
@@ -267,14 +319,21 @@ class SigmaLayerNorm(SigmaNorm):
         self, norm: nn.LayerNorm, *, noise: float = 0.0, generator: torch.Generator | None = None
     ) -> None:
         """Copy a plain LayerNorm's affine into every member."""
+        if tuple(norm.normalized_shape) != self.normalized_shape:
+            raise ValueError(
+                f"SigmaLayerNorm{self.normalized_shape} cannot load a LayerNorm with "
+                f"normalized_shape={tuple(norm.normalized_shape)}"
+            )
         self.load_from_norm(norm.weight, getattr(norm, "bias", None), noise=noise, generator=generator)
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B·M, *, *normalized_shape) -> same``: normalise, then one broadcast of the member affine."""
+        _check_input(self, x)
         k = len(self.normalized_shape)
-        if tuple(x.shape[x.dim() - k :]) != self.normalized_shape:
+        if x.dim() <= k or tuple(x.shape[x.dim() - k :]) != self.normalized_shape:
             raise ValueError(
-                f"SigmaLayerNorm expects trailing shape {self.normalized_shape}, got input shape {tuple(x.shape)}"
+                f"SigmaLayerNorm expects (B·M, ..., *{self.normalized_shape}) (trailing shape "
+                f"{self.normalized_shape} after a batch axis), got input shape {tuple(x.shape)}"
             )
         b = self._check_batch(x)
         xhat = F.layer_norm(x, self.normalized_shape, None, None, self.eps)
@@ -294,11 +353,13 @@ class SigmaGroupNorm(SigmaNorm):
         self, num_groups: int, num_channels: int, members: int, eps: float = 1e-5, *, gate_init: float = 0.0
     ) -> None:
         super().__init__()
-        if num_groups < 1 or num_channels % num_groups:
+        num_groups = check_int(num_groups, name="num_groups", minimum=1)
+        num_channels = check_int(num_channels, name="num_channels", minimum=1)
+        if num_channels % num_groups:
             raise ValueError(f"num_channels={num_channels} must be divisible by num_groups={num_groups}")
-        self.num_groups = int(num_groups)
-        self.num_channels = int(num_channels)
-        self.eps = float(eps)
+        self.num_groups = num_groups
+        self.num_channels = num_channels
+        self.eps = _check_eps(eps)
         self._init_affine(num_channels, members, gate_init)
 
     def extra_repr(self) -> str:
@@ -309,6 +370,11 @@ class SigmaGroupNorm(SigmaNorm):
         self, norm: nn.GroupNorm, *, noise: float = 0.0, generator: torch.Generator | None = None
     ) -> None:
         """Copy a plain GroupNorm's affine into every member."""
+        if (norm.num_groups, norm.num_channels) != (self.num_groups, self.num_channels):
+            raise ValueError(
+                f"SigmaGroupNorm({self.num_groups}, {self.num_channels}) cannot load a GroupNorm with "
+                f"num_groups={norm.num_groups}, num_channels={norm.num_channels}"
+            )
         self.load_from_norm(
             norm.weight if norm.affine else None,
             norm.bias if norm.affine else None,
@@ -318,6 +384,7 @@ class SigmaGroupNorm(SigmaNorm):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B·M, C, *) -> (B·M, C, *)``."""
+        _check_input(self, x)
         if x.dim() < 2 or x.shape[1] != self.num_channels:
             raise ValueError(f"SigmaGroupNorm expects (B·M, {self.num_channels}, ...), got {tuple(x.shape)}")
         b = self._check_batch(x)
