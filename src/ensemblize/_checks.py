@@ -138,3 +138,20 @@ def check_choice(value: object, options: tuple[str, ...], *, name: str) -> str:
     if not isinstance(value, str) or value not in options:
         raise ValueError(f"{name} must be one of {options}, got {value!r}")
     return value
+
+
+def float64_copy(x: object, *, name: str) -> np.ndarray:
+    """A float64 NumPy copy of a floating-point array or tensor (moved to the CPU, detached).
+
+    Raises TypeError, naming ``name``, for an integer / bool dtype or for anything that is not a
+    NumPy array or torch tensor.
+    """
+    if isinstance(x, torch.Tensor):
+        if not x.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+        return x.detach().to("cpu", torch.float64).numpy()
+    if isinstance(x, np.ndarray):
+        if not np.issubdtype(x.dtype, np.floating):
+            raise TypeError(f"{name} must be a floating-point array, got dtype {x.dtype}")
+        return x.astype(np.float64)
+    raise TypeError(f"{name} must be a NumPy array or torch tensor, got {type(x).__name__}")

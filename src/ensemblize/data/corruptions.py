@@ -55,6 +55,8 @@ import numpy as np
 import torch
 from scipy import ndimage
 
+from .._checks import float64_copy
+
 __all__ = [
     "CORRUPTIONS",
     "SEVERITY_CONSTANTS",
@@ -136,16 +138,7 @@ def _check_seed(seed: object) -> int:
 
 def _as_batch(images: object) -> tuple[np.ndarray, bool]:
     """Validated float64 copy ``(N, C, H, W)`` and whether the input was a single image."""
-    if isinstance(images, torch.Tensor):
-        if not images.is_floating_point():
-            raise TypeError(f"images must be a floating-point tensor, got dtype {images.dtype}")
-        arr = images.detach().to("cpu", torch.float64).numpy()
-    elif isinstance(images, np.ndarray):
-        if not np.issubdtype(images.dtype, np.floating):
-            raise TypeError(f"images must be a floating-point array, got dtype {images.dtype}")
-        arr = images.astype(np.float64)
-    else:
-        raise TypeError(f"images must be a NumPy array or torch tensor, got {type(images).__name__}")
+    arr = float64_copy(images, name="images")
     single = arr.ndim == 3
     if arr.ndim not in (3, 4):
         raise ValueError(f"images must be (N, C, H, W) or (C, H, W), got shape {tuple(arr.shape)}")

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 from scipy import ndimage
 
+from .._checks import float64_copy
 from ._names import parse_names
 from .corruptions import _check_seed, _streams
 
@@ -73,16 +74,7 @@ def _check_severity(severity: object) -> int:
 
 def _as_signals(signals: object) -> tuple[np.ndarray, bool]:
     """Validated float64 copy ``(N, C, L)`` and whether the input was a single ``(C, L)`` signal."""
-    if isinstance(signals, torch.Tensor):
-        if not signals.is_floating_point():
-            raise TypeError(f"signals must be a floating-point tensor, got dtype {signals.dtype}")
-        arr = signals.detach().to("cpu", torch.float64).numpy()
-    elif isinstance(signals, np.ndarray):
-        if not np.issubdtype(signals.dtype, np.floating):
-            raise TypeError(f"signals must be a floating-point array, got dtype {signals.dtype}")
-        arr = signals.astype(np.float64)
-    else:
-        raise TypeError(f"signals must be a NumPy array or torch tensor, got {type(signals).__name__}")
+    arr = float64_copy(signals, name="signals")
     if arr.ndim not in (2, 3):
         raise ValueError(f"signals must be (N, C, L) or (C, L), got shape {tuple(arr.shape)}")
     if arr.size and not np.isfinite(arr).all():
