@@ -127,9 +127,11 @@ def test_auto_form_follows_rule_and_matches(cls):
 
 
 def test_auto_rule_values():
-    # multiplicative: factored iff B < 1 + sqrt(in·out)/(2r); additive: iff B·(in+out) < 2·in·out
+    # multiplicative: factored iff 4·r·B < sqrt(in·out); additive: iff B·(in+out) < 2·in·out
     mul = LoMELinear(512, 512, 2, 4, 0.1)
-    assert mul.resolved_form(64) == "factored" and mul.resolved_form(65) == "materialized"
+    assert mul.resolved_form(31) == "factored" and mul.resolved_form(32) == "materialized"
+    assert LoMELinear(512, 512, 2, 1, 0.1).resolved_form(127) == "factored"
+    assert LoMELinear(256, 256, 32, 2, 0.1).resolved_form(256) == "materialized"  # LoMETab defaults
     add = AdditiveLowRankLinear(512, 512, 2, 4, 0.1)
     assert add.resolved_form(511) == "factored" and add.resolved_form(512) == "materialized"
     fixed = LoMELinear(512, 512, 2, 4, 0.1, form="materialized")

@@ -143,10 +143,12 @@ class _LoMEMaterialized(torch.autograd.Function):
 # from 0.01 to 48; the table is reproduced by benchmarks/bench_lome.py --forms):
 #
 # * multiplicative: the factored form costs B·K·(r+1)·in·out multiply-adds (one GEMM on the rank-folded
-#   batch), the materialized one K·in·out·(B + r) plus building and back-propagating through the
-#   (K, out, in) weight tensor, a memory-bound pass that costs like c ≈ √(in·out)/2 extra multiply-adds
-#   per weight entry (c ≈ 32 at d = 64, ≈ 256 at d = 512). Factored iff B·(r+1) < B + r + c,
-#   i.e. iff B < 1 + √(in·out) / (2r).
+#   batch), the materialized one (``_LoMEMaterialized``) K·in·out·(B + 3r) plus a handful of
+#   memory-bound passes over the (K, out, in) weights that cost like c·K·in·out extra multiply-adds.
+#   Factored iff B·r < c. Re-fitted after the materialized form became one autograd Function
+#   (in = out ∈ {64, 256, 512}, K ∈ {8, 32}, B ∈ {4, 16, 32, 64, 128}, r ∈ {1, 2, 4}, 1 thread): the
+#   crossover sits at B·r ≈ √(in·out)/4 (d = 512: B ≈ 128 / 64 / 32 for r = 1 / 2 / 4), hence
+#   factored iff 4·r·B < √(in·out).
 # * additive: the shared GEMM is the same in both forms; the thin rank-r products of the factored form
 #   ran at roughly rank-independent cost ∝ B·K·(in+out), against ~2·K·in·out to build the weights and
 #   back-propagate through them. Factored iff B·(in+out) < 2·in·out: within 25 % of the faster form in
@@ -209,7 +211,7 @@ class _LowRankEnsembleLinear(nn.Module):
             return self.form
         fin, fout, r = self.in_features, self.out_features, self.rank
         if self._multiplicative:
-            factored = batch_size < 1 + math.sqrt(fin * fout) / (2 * r)
+            factored = 4 * r * batch_size < math.sqrt(fin * fout)
         else:
             factored = batch_size * (fin + fout) < 2 * fin * fout
         return "factored" if factored else "materialized"
@@ -262,13 +264,17 @@ class LoMELinear(_LowRankEnsembleLinear):
 
     Computation (``form``), never a Python loop over members or ranks:
 
-    * ``"materialized"``: build ``W_k`` for all members (``(K, out, in)``) then one batched matmul;
-    * ``"factored"``: ``(W ⊙ A_k B_kᵀ) x = Σ_j a_{kj} ⊙ W (b_{kj} ⊙ x)``; with ``a_{k0} = b_{k0} = 1``
+    * ``"materialized"``: build ``W_k`` for all members (``(K, out, in)``) then one batched matmul,
+      inside one autograd Function that keeps only ``x`` and the parameters for backward and rebuilds
+      ``W_k`` there (the forward + backward costs the three GEMMs of a plain linear layer on ``B·K``
+      rows plus a few passes over the ``(K, out, in)`` weights); a broadcast input (``x.stride(1) == 0``)
+      runs as plain GEMMs against all K weights at once;
+    * ``"factored"``: never builds ``W_k``: ``(W ⊙ A_k B_kᵀ) x = Σ_j a_{kj} ⊙ W (b_{kj} ⊙ x)``; with ``a_{k0} = b_{k0} = 1``
       this gives ``y_k = Σ_{j=0..r} a_{kj} ⊙ W (b_{kj} ⊙ x_k) + b_k``, evaluated as one GEMM of the shared
       ``W`` on the rank-expanded batch ``(B, K, r+1, in)``;
     * ``"auto"``: per call, the form with the smaller estimated cost (see :meth:`resolved_form`):
-      factored iff ``B < 1 + √(in·out) / (2r)`` (a rule fitted to CPU step times: building the
-      ``(K, out, in)`` weights is memory-bound and costs like ``√(in·out)/2`` multiply-adds per entry).
+      factored iff ``4·r·B < √(in·out)`` (a rule fitted to CPU step times: the factored form costs
+      ``r`` extra GEMMs on ``B·K`` rows, the materialized one memory-bound passes over the weights).
 
     Args:
         in_features, out_features: sizes of the plain linear layer.
