@@ -26,7 +26,7 @@ missing values) into a float32 matrix ``(N, n_numeric_ + Σ cat_cardinalities_)`
    one-hot block per categorical column (``categorical_`` order), then one width-1 block per
    missing indicator (``indicators_`` order). ``cat_cardinalities_`` lists the block widths.
 6. Constant columns (≤ 1 distinct training value) are dropped and recorded in ``dropped_``; a
-   column unique on every training row that is not a float column (an identifier) gives an
+   column unique on every training row that is not a float, datetime or timedelta column (an identifier) gives an
    :class:`IdentifierColumnWarning` naming it (from 20 training rows on).
 7. **Targets**: regression targets are standardised with the training mean and (population) std
    (a target whose standardisation overflows float64 is a ValueError); classification labels become
@@ -297,8 +297,10 @@ class TabularPreprocessor:
         if n < _ID_MIN_ROWS:
             return
         for c in X.columns:
-            if c in numeric and pd.api.types.is_float_dtype(X[c].dtype):
-                continue  # continuous measurements are often all distinct
+            if c in numeric and (
+                pd.api.types.is_float_dtype(X[c].dtype) or self.numeric_kinds_.get(c) != "number"
+            ):
+                continue  # continuous measurements and timestamps are often all distinct
             if c not in numeric and c not in cats:  # pragma: no cover - every column is one or the other
                 continue
             if X[c].notna().all() and X[c].nunique(dropna=True) == n:

@@ -1,0 +1,481 @@
+"""The one implementation behind every tabular ensemble estimator (LoMETab, official TabM).
+
+A concrete estimator only says which network it trains: its own ``__init__`` (hyper-parameters),
+``_validate_model_params``, ``_model_config`` (JSON sizes) and ``_network(config, bins)``. Everything
+else is shared here:
+
+``fit(X, y, eval_set=None)``
+    1. ``X``: a raw pandas DataFrame (numbers, strings, bools, categories, datetimes, NaN) or a 2-D
+       array (columns ``x0, x1, …``); never modified. ``y`` of shape ``(N, 1)`` is flattened with
+       scikit-learn's ``DataConversionWarning``.
+    2. validation rows: ``eval_set=(X_val, y_val)``, or a seeded ``val_fraction`` split (stratified
+       for classification when every class has ≥ 2 rows).
+    3. :class:`ensemblize.data.table_preprocessing.TabularPreprocessor` fitted on the training rows
+       (``impute=True`` by default: median + missing indicator / missing category; column kinds fixed
+       so a column keeps its meaning whatever dtype it arrives in later; datetimes as seconds).
+    4. piecewise-linear bin edges (:func:`ensemblize.tabular.bins.safe_bins`) on the transformed
+       numeric columns; ``n_bins`` is capped at ``n_train − 1`` (fitted value ``n_bins_``).
+    5. the network trained by :func:`ensemblize.tabular.train.train_model` (mean member loss, AdamW,
+       early stopping on the ensemble's validation score, best weights restored).
+
+Outputs: classifiers give ``predict_members`` ``(N, K, C)``, ``predict_proba`` ``(N, C)`` float64 rows
+summing to 1 (renormalised in float64), ``predict``; regressors ``predict_members`` ``(N, K)`` and
+``predict`` in target units; both give ``predict_uncertainty`` (:mod:`ensemblize.tabular.uncertainty`).
+
+Persistence: ``save(path)`` writes ``path.safetensors`` + ``path.json`` atomically
+(:mod:`ensemblize.checkpoint`, no pickle); ``Cls.load(path, device=None)`` rebuilds an estimator that
+predicts bitwise identically, on ``device`` (a GPU-saved estimator loads on a CPU). Every size read
+from the JSON file is bounded (:data:`LOAD_LIMITS`) before anything is allocated.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import warnings
+from numbers import Integral
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+from torch import nn
+
+from ensemblize._checks import check_int
+from ensemblize.checkpoint import load_checkpoint, load_state_strict, save_checkpoint
+from ensemblize.data.table_preprocessing import TabularPreprocessor
+from ensemblize.tabular.bins import BIN_METHODS, safe_bins
+from ensemblize.tabular.inputs import as_frame, as_target, check_bool, check_choice, check_real
+from ensemblize.tabular.train import auto_batch_size, predict_members, train_model
+from ensemblize.tabular.uncertainty import classification_uncertainty, regression_uncertainty
+
+__all__ = ["LOAD_LIMITS", "TabularEnsembleEstimator", "EnsembleClassifierMixin", "EnsembleRegressorMixin"]
+
+_FORMAT = 2
+_PREDICT_BATCH = 4096
+LOAD_LIMITS = {
+    "members": 4096,
+    "n_blocks": 64,
+    "d_block": 65536,
+    "d_embedding": 4096,
+    "rank": 4096,
+    "n_out": 100_000,
+    "n_num": 100_000,
+    "cardinality": 1_000_000,
+    "n_bins": 65536,
+    "parameters": 2_000_000_000,
+}
+"""Upper bounds on the sizes read from a saved estimator's JSON, checked before allocation."""
+
+
+def _bounded(value: Any, key: str, *, minimum: int = 0) -> int:
+    v = check_int(value, name=f"saved {key}", minimum=minimum)
+    if v > LOAD_LIMITS[key]:
+        raise ValueError(f"saved {key} = {v} exceeds the limit {LOAD_LIMITS[key]}; refusing to allocate")
+    return v
+
+
+class TabularEnsembleEstimator(BaseEstimator):
+    """Shared implementation of the tabular ensemble estimators (see the module docstring).
+
+    Subclasses define ``__init__`` (keyword-only hyper-parameters, stored unchanged; they must
+    include the training parameters read here: ``members``, ``embedding``, ``n_bins``,
+    ``bin_method``, ``lr``, ``weight_decay``, ``batch_size``, ``max_epochs``, ``patience``,
+    ``per_member_batches``, ``val_fraction``, ``impute``, ``random_state``, ``device``, ``verbose``)
+    and the network hooks ``_validate_model_params``, ``_model_config``, ``_network``.
+    """
+
+    _regression: ClassVar[bool] = False
+    _decay_filter: ClassVar[str | None] = None  # weight-decay groups passed to train_model if it has them
+    _embeddings: ClassVar[tuple[str, ...]] = ("piecewise",)
+
+    # -- hooks ---------------------------------------------------------------------------------
+    def _validate_model_params(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _model_config(self) -> dict[str, Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @classmethod
+    def _network(
+        cls, config: dict[str, Any], bins: list[torch.Tensor] | None
+    ) -> nn.Module:  # pragma: no cover
+        raise NotImplementedError
+
+    @classmethod
+    def _check_saved_config(cls, config: dict[str, Any]) -> None:
+        """Bound every size in a saved model config (see :data:`LOAD_LIMITS`) before building."""
+        sizes = {k: _bounded(config[k], k) for k in LOAD_LIMITS if k in config}
+        cards = config.get("cat_cardinalities", [])
+        if not isinstance(cards, list) or len(cards) > LOAD_LIMITS["n_num"]:
+            raise ValueError("saved cat_cardinalities must be a list of at most 100000 ints")
+        widths = [_bounded(c, "cardinality", minimum=1) for c in cards]
+        d_in = sizes.get("n_num", 0) * max(sizes.get("d_embedding", 1), 1) + sum(widths)
+        d = sizes.get("d_block", 1)
+        per_member = d_in * d + sizes.get("n_blocks", 1) * d * d + d * sizes.get("n_out", 1)
+        estimate = max(sizes.get("members", 1), 1) * per_member  # an upper bound: K independent MLPs
+        if estimate > LOAD_LIMITS["parameters"]:
+            raise ValueError(f"saved model would have about {estimate} parameters; refusing to allocate")
+
+    # -- scikit-learn glue ---------------------------------------------------------------------
+    def __sklearn_tags__(self):
+        """scikit-learn tags: string / categorical columns are accepted; NaN unless ``impute=False``."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.string = True
+        tags.input_tags.categorical = True
+        tags.input_tags.allow_nan = bool(self.impute)
+        tags.non_deterministic = self.random_state is None
+        return tags
+
+    def _validate_params(self) -> None:
+        check_int(self.members, name="members", minimum=1)
+        check_choice(self.embedding, "embedding", self._embeddings)
+        check_int(self.n_bins, name="n_bins", minimum=2)
+        check_choice(self.bin_method, "bin_method", BIN_METHODS)
+        check_real(self.lr, "lr", low=0.0, low_open=True)
+        check_real(self.weight_decay, "weight_decay", low=0.0, low_open=False)
+        if self.batch_size != "auto":
+            check_int(self.batch_size, name="batch_size", minimum=1)
+        check_int(self.max_epochs, name="max_epochs", minimum=1)
+        check_int(self.patience, name="patience", minimum=1)
+        check_bool(self.per_member_batches, "per_member_batches")
+        check_real(self.val_fraction, "val_fraction", low=0.0, low_open=True, high=1.0)
+        check_bool(self.impute, "impute")
+        check_bool(self.verbose, "verbose")
+        if self.random_state is not None and not isinstance(
+            self.random_state, (Integral, np.random.RandomState)
+        ):
+            raise TypeError(f"random_state must be None, an int or a RandomState, got {self.random_state!r}")
+        try:
+            torch.device(self.device)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"device {self.device!r} is not a valid torch device") from exc
+        self._validate_model_params()
+
+    def _seed(self) -> int:
+        rs = self.random_state
+        if isinstance(rs, Integral) and not isinstance(rs, bool):
+            return int(rs) % (2**31)
+        from sklearn.utils import check_random_state
+
+        return int(check_random_state(rs).randint(2**31 - 1))
+
+    @property
+    def _task(self) -> str:
+        if self._regression:
+            return "regression"
+        return "binclass" if len(self.classes_) == 2 else "multiclass"
+
+    # -- fit -----------------------------------------------------------------------------------
+    def _check_fit_input(self, X: Any, y: Any) -> tuple[pd.DataFrame, np.ndarray]:
+        frame = as_frame(X, name="X")
+        n = len(frame)
+        yarr = as_target(y, name="y", n=n)
+        if n < 2:
+            raise ValueError(f"X must have at least 2 rows, got n_samples = {n}")
+        if frame.shape[1] == 0:
+            raise ValueError(f"0 feature(s) (shape=({n}, 0)) while a minimum of 1 is required.")
+        probe = frame if isinstance(X, pd.DataFrame) else np.empty((1, frame.shape[1]))
+        validate_data(self, probe, reset=True, skip_check_array=True)  # n_features_in_, feature_names_in_
+        if any(not isinstance(c, str) for c in frame.columns):
+            frame = frame.rename(columns=str)
+        if self._regression and (not np.issubdtype(yarr.dtype, np.number) or yarr.dtype == bool):
+            raise TypeError(
+                f"Unknown label type: a regression target y must be numeric, got dtype {yarr.dtype}"
+            )
+        if not self._regression:
+            from sklearn.utils.multiclass import type_of_target
+
+            kind = type_of_target(yarr)
+            if kind not in ("binary", "multiclass"):
+                raise ValueError(f"Unknown label type: {kind!r}; y must hold class labels for a classifier")
+            self.classes_ = np.unique(yarr)
+            if len(self.classes_) < 2:
+                raise ValueError(f"y has a single class {self.classes_.tolist()}; need at least 2 classes")
+        return frame, yarr
+
+    def _validation_split(self, frame, yarr, eval_set, seed):
+        if eval_set is not None:
+            if not isinstance(eval_set, (tuple, list)) or len(eval_set) != 2:
+                raise TypeError(f"eval_set must be a pair (X_val, y_val), got {type(eval_set).__name__}")
+            va_frame = self._frame_for_eval(eval_set[0], frame)
+            return frame, yarr, va_frame, as_target(eval_set[1], name="eval_set y", n=len(va_frame))
+        from sklearn.model_selection import train_test_split
+
+        n = len(frame)
+        n_val = max(1, int(round(self.val_fraction * n)))
+        if n_val >= n:
+            raise ValueError(f"val_fraction={self.val_fraction} leaves no training rows out of {n}")
+        strat = None
+        if not self._regression:
+            _, counts = np.unique(yarr, return_counts=True)
+            if counts.min() >= 2 and n_val >= len(counts) and n - n_val >= len(counts):
+                strat = yarr
+        tr_idx, va_idx = train_test_split(np.arange(n), test_size=n_val, random_state=seed, stratify=strat)
+        tr_idx, va_idx = np.sort(tr_idx), np.sort(va_idx)
+        return frame.iloc[tr_idx], yarr[tr_idx], frame.iloc[va_idx], yarr[va_idx]
+
+    def _frame_for_eval(self, X_val: Any, train_frame: pd.DataFrame) -> pd.DataFrame:
+        frame = as_frame(X_val, name="eval_set X")
+        if frame.shape[1] != train_frame.shape[1]:
+            raise ValueError(f"eval_set X has {frame.shape[1]} features, but X has {train_frame.shape[1]}")
+        if not isinstance(X_val, pd.DataFrame) or any(not isinstance(c, str) for c in frame.columns):
+            frame = frame.set_axis(list(train_frame.columns), axis=1)
+        return frame
+
+    def _encode_y(self, y: np.ndarray, *, name: str) -> np.ndarray:
+        """Target -> int64 class indices or float32 standardised values, errors naming ``name``."""
+        if self._regression:
+            if not np.issubdtype(y.dtype, np.number) or y.dtype == bool:
+                raise TypeError(
+                    f"Unknown label type: {name} must be numeric for regression, got dtype {y.dtype}"
+                )
+            if not np.isfinite(y.astype(np.float64)).all():
+                raise ValueError(f"{name} contains inf")
+            return self.preprocessor_.transform_target(y)
+        lookup = {v: i for i, v in enumerate(self.classes_.tolist())}
+        unknown = [v for v in pd.unique(y).tolist() if v not in lookup]
+        if unknown:
+            raise ValueError(
+                f"{name} has label {unknown[0]!r} that is not among the training classes {self.classes_.tolist()}"
+            )
+        return np.fromiter((lookup[v] for v in y.tolist()), dtype=np.int64, count=len(y))
+
+    def _train_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {}
+        if self._decay_filter is not None and "decay_filter" in inspect.signature(train_model).parameters:
+            kw["decay_filter"] = self._decay_filter
+        return kw
+
+    def fit(self, X: Any, y: Any, eval_set: tuple[Any, Any] | None = None):
+        """Fit on ``X`` ``(N, F)`` / ``y`` ``(N,)``; ``eval_set=(X_val, y_val)`` drives early stopping.
+
+        Without ``eval_set`` a seeded ``val_fraction`` of the rows is held out. Returns ``self``.
+        Fitted attributes: ``n_features_in_``, ``feature_names_in_`` (string-named DataFrames),
+        ``classes_`` (classifier), ``preprocessor_``, ``bins_``, ``n_bins_``, ``model_``,
+        ``history_`` (per-epoch dicts), ``best_epoch_``, ``best_score_``, ``train_seconds_``,
+        ``seed_``, ``batch_size_``.
+        """
+        self._validate_params()
+        frame, yarr = self._check_fit_input(X, y)
+        self.seed_ = seed = self._seed()
+        tr_frame, y_tr, va_frame, y_va = self._validation_split(frame, yarr, eval_set, seed)
+        prep = TabularPreprocessor(task=self._task, seed=seed, impute=bool(self.impute))
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")  # an ID-column warning each fit, not once per session
+            prep.fit(tr_frame, y_tr if self._regression else None)
+        self.preprocessor_ = prep
+        if prep.n_features_out_ == 0:
+            raise ValueError(f"every column is constant on the training rows: dropped {prep.dropped_}")
+        x_tr = torch.from_numpy(prep.transform(tr_frame))
+        x_va = torch.from_numpy(prep.transform(va_frame))
+        t_tr = torch.from_numpy(self._encode_y(y_tr, name="y"))
+        t_va = torch.from_numpy(self._encode_y(y_va, name="eval_set y" if eval_set is not None else "y"))
+        self._fit_bins(x_tr, t_tr)
+        self.batch_size_ = auto_batch_size(len(x_tr)) if self.batch_size == "auto" else int(self.batch_size)
+        device = torch.device(self.device)
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(seed)
+            self.model_ = self._network(self._model_config(), self.bins_).to(device)
+            res = train_model(
+                self.model_,
+                x_tr.to(device),
+                t_tr.to(device),
+                x_va.to(device),
+                t_va.to(device),
+                regression=self._regression,
+                members=int(self.members),
+                lr=float(self.lr),
+                weight_decay=float(self.weight_decay),
+                batch_size=self.batch_size_,
+                max_epochs=int(self.max_epochs),
+                patience=int(self.patience),
+                per_member_batches=bool(self.per_member_batches),
+                seed=seed,
+                verbose=bool(self.verbose),
+                **self._train_kwargs(),
+            )
+        self.history_ = res.history
+        self.best_epoch_ = res.best_epoch
+        self.best_score_ = res.best_score
+        self.train_seconds_ = res.train_seconds
+        return self
+
+    def _fit_bins(self, x_tr: torch.Tensor, t_tr: torch.Tensor) -> None:
+        n_num = self.preprocessor_.n_numeric_
+        self.n_bins_ = min(int(self.n_bins), len(x_tr) - 1)
+        self.bins_ = None
+        if self.embedding == "piecewise" and n_num:
+            if self.n_bins_ < 2:
+                raise ValueError(f"piecewise embeddings need at least 3 training rows, got {len(x_tr)}")
+            self.bins_ = safe_bins(
+                x_tr[:, :n_num],
+                t_tr,
+                n_bins=self.n_bins_,
+                method=self.bin_method,
+                regression=self._regression,
+            )
+
+    # -- predict -------------------------------------------------------------------------------
+    def _frame_for_predict(self, X: Any) -> pd.DataFrame:
+        frame = as_frame(X, name="X")
+        probe = frame if isinstance(X, pd.DataFrame) else np.empty((1, frame.shape[1]))
+        validate_data(self, probe, reset=False, skip_check_array=True)  # feature names / count
+        if len(frame) == 0:
+            raise ValueError(f"X has 0 rows (shape {frame.shape}); predicting needs at least 1 sample")
+        if list(map(str, frame.columns)) != self.preprocessor_.columns_:
+            frame = frame.set_axis(self.preprocessor_.columns_, axis=1)  # positional (arrays)
+        return frame
+
+    def _raw_members(self, X: Any) -> torch.Tensor:
+        check_is_fitted(self, "model_")
+        frame = self._frame_for_predict(X)
+        x = torch.from_numpy(self.preprocessor_.transform(frame)).to(torch.device(self.device))
+        return predict_members(self.model_, x, batch_size=_PREDICT_BATCH).cpu()
+
+    @staticmethod
+    def _index(X: Any) -> pd.Index | None:
+        return X.index if isinstance(X, pd.DataFrame) else None
+
+    # -- persistence ---------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write ``path.safetensors`` + ``path.json`` atomically (safetensors + JSON, no pickle).
+
+        Returns the stem ``path``. Reload with ``type(self).load(path, device=...)``.
+        """
+        check_is_fitted(self, "model_")
+        tensors = {f"model.{k}": v.detach().cpu() for k, v in self.model_.state_dict().items()}
+        for k, v in self.preprocessor_.state_dict().items():
+            tensors[f"prep.{k}"] = torch.from_numpy(np.ascontiguousarray(v))
+        for i, b in enumerate(self.bins_ or []):
+            tensors[f"bins.{i}"] = b.detach().cpu()
+        params = self.get_params()
+        if not (params["random_state"] is None or isinstance(params["random_state"], Integral)):
+            params["random_state"] = None  # a RandomState object is not JSON; seed_ records the draw
+        elif params["random_state"] is not None:
+            params["random_state"] = int(params["random_state"])
+        names = getattr(self, "feature_names_in_", None)
+        meta = {
+            "kind": type(self).__name__,
+            "format": _FORMAT,
+            "params": params,
+            "preprocessor": self.preprocessor_.config(),
+            "model": self._model_config(),
+            "n_bins": self.n_bins_,
+            "n_bin_tensors": 0 if self.bins_ is None else len(self.bins_),
+            "n_features_in": int(self.n_features_in_),
+            "feature_names_in": None if names is None else [str(c) for c in names],
+            "seed": self.seed_,
+            "batch_size": self.batch_size_,
+            "best_epoch": self.best_epoch_,
+            "best_score": self.best_score_,
+            "train_seconds": self.train_seconds_,
+            "history": self.history_,
+        }
+        if not self._regression:
+            meta["classes"] = self.classes_.tolist()
+            meta["classes_dtype"] = self.classes_.dtype.str if self.classes_.dtype != object else "object"
+        return save_checkpoint(Path(path), tensors, meta)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, device: str | torch.device | None = None):
+        """Rebuild an estimator written by :meth:`save`; its predictions are bitwise identical.
+
+        ``device``: where to put the network (its ``device`` parameter is set to it). ``None`` keeps
+        the saved device when it is available here, else falls back to ``"cpu"`` with a warning —
+        so an estimator saved on a GPU loads on a CPU-only machine.
+        """
+        tensors, meta = load_checkpoint(Path(path))
+        if meta.get("kind") != cls.__name__:
+            raise ValueError(f"{path} holds a {meta.get('kind')!r}, not a {cls.__name__}")
+        if meta.get("format") != _FORMAT:
+            raise ValueError(f"{path}: unsupported format {meta.get('format')!r} (expected {_FORMAT})")
+        params = dict(meta["params"])
+        params["device"] = cls._load_device(params.get("device", "cpu"), device)
+        est = cls(**params)
+        prep_arrays = {k[len("prep.") :]: v for k, v in tensors.items() if k.startswith("prep.")}
+        est.preprocessor_ = TabularPreprocessor.from_state(meta["preprocessor"], prep_arrays)
+        if not cls._regression:
+            dtype = meta["classes_dtype"]
+            est.classes_ = np.asarray(meta["classes"], dtype=object if dtype == "object" else np.dtype(dtype))
+        est.n_features_in_ = check_int(meta["n_features_in"], name="saved n_features_in", minimum=1)
+        if meta["feature_names_in"] is not None:
+            est.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)
+        est.n_bins_ = _bounded(meta["n_bins"], "n_bins")
+        n_bin_tensors = _bounded(meta["n_bin_tensors"], "n_num")
+        est.bins_ = [tensors[f"bins.{i}"] for i in range(n_bin_tensors)] or None
+        if any(b.ndim != 1 or len(b) > est.n_bins_ + 1 for b in est.bins_ or []):
+            raise ValueError(f"{path}: bin edges do not match n_bins = {est.n_bins_}")
+        for attr in ("seed", "batch_size", "best_epoch", "best_score", "train_seconds", "history"):
+            setattr(est, f"{attr}_", meta[attr])
+        cls._check_saved_config(meta["model"])
+        model = cls._network(meta["model"], est.bins_)
+        state = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
+        load_state_strict(model, state, what=str(path))
+        est.model_ = model.to(torch.device(est.device)).eval()
+        return est
+
+    @staticmethod
+    def _load_device(saved: str, requested: str | torch.device | None) -> str:
+        if requested is not None:
+            try:
+                return str(torch.device(requested))
+            except (RuntimeError, TypeError) as exc:
+                raise ValueError(f"device {requested!r} is not a valid torch device") from exc
+        dev = torch.device(saved)
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            warnings.warn(f"saved on {saved!r}, which is not available here; loading on 'cpu'", stacklevel=3)
+            return "cpu"
+        return str(saved)
+
+
+class EnsembleClassifierMixin(ClassifierMixin):
+    """Outputs of an ensemble classifier; ``K`` members, classes in ``classes_`` order."""
+
+    _regression = False
+
+    def predict_members(self, X: Any) -> np.ndarray:
+        """Member probabilities ``softmax(z_k)`` in float64, shape ``(N, K, C)``."""
+        return torch.softmax(self._raw_members(X).double(), dim=-1).numpy()
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Ensemble probabilities ``p̄ = mean_k softmax(z_k)``, float64 ``(N, C)``, rows summing to 1.
+
+        The mean is renormalised in float64 (``p̄ / Σ_c p̄_c``), so every row sums to 1 within 1e-12.
+        """
+        p = self.predict_members(X).mean(axis=1)
+        return p / p.sum(axis=1, keepdims=True)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Labels ``classes_[argmax p̄]``, shape ``(N,)``."""
+        proba = self.predict_proba(X)
+        return self.classes_[proba.argmax(axis=1)]
+
+    def predict_uncertainty(self, X: Any) -> pd.DataFrame:
+        """Per-row member disagreement: ``total_entropy`` ``H[p̄]``, ``expected_entropy`` ``E_k H[p_k]``
+        and ``mutual_information`` ``H[p̄] − E_k H[p_k]`` (nats; equations in
+        :mod:`ensemblize.tabular.uncertainty`). A DataFrame ``(N, 3)`` indexed like ``X``."""
+        return classification_uncertainty(self.predict_members(X), index=self._index(X))
+
+
+class EnsembleRegressorMixin(RegressorMixin):
+    """Outputs of an ensemble regressor (members trained on the standardised target)."""
+
+    _regression = True
+
+    def predict_members(self, X: Any) -> np.ndarray:
+        """Member predictions ``ŷ_k`` in the original target units, float64 ``(N, K)``."""
+        z = self._raw_members(X).double().numpy()
+        return z * self.preprocessor_.target_std_ + self.preprocessor_.target_mean_
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Ensemble prediction ``ȳ = mean_k ŷ_k``, shape ``(N,)``."""
+        return self.predict_members(X).mean(axis=1)
+
+    def predict_uncertainty(self, X: Any) -> pd.DataFrame:
+        """Per-row ``mean`` ``ȳ`` and member standard deviation ``std = sqrt(mean_k (ŷ_k − ȳ)²)``
+        (target units; :mod:`ensemblize.tabular.uncertainty`). A DataFrame ``(N, 2)`` indexed like ``X``."""
+        return regression_uncertainty(self.predict_members(X), index=self._index(X))

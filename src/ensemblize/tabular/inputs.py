@@ -1,0 +1,121 @@
+"""Input conversion and parameter checks for the tabular estimators; every error names the input.
+
+* :func:`as_frame` — ``X`` as a DataFrame view (arrays get columns ``x0, x1, …``): sparse input,
+  MultiIndex columns, non-2-D and complex data are errors saying so;
+* :func:`as_target` — ``y`` as a 1-D array; ``(N, 1)`` is flattened with scikit-learn's
+  ``DataConversionWarning``; NaN is an error saying "NaN";
+* :func:`check_real`, :func:`check_choice`, :func:`check_bool` — hyper-parameter checks naming
+  the parameter (integers use :func:`ensemblize._checks.check_int`).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from numbers import Real
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+__all__ = ["as_frame", "as_target", "check_real", "check_choice", "check_bool"]
+
+
+def check_real(value: Any, name: str, *, low: float, low_open: bool, high: float = math.inf) -> float:
+    """``value`` as a float in ``[low, high)`` (``(low, high)`` with ``low_open``), else an error naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)):
+        raise TypeError(f"{name} must be a finite real number, got {value!r}")
+    v = float(value)
+    if v < low or (low_open and v == low) or v >= high:
+        lo = "(" if low_open else "["
+        raise ValueError(f"{name} must lie in {lo}{low}, {high}), got {value!r}")
+    return v
+
+
+def check_choice(value: Any, name: str, options: tuple) -> Any:
+    """``value`` if it is one of ``options``, else a ValueError naming ``name`` and the options."""
+    if value not in options:
+        raise ValueError(f"{name} must be one of {options}, got {value!r}")
+    return value
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """``value`` as a bool (NumPy bools accepted), else a TypeError naming ``name``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
+
+
+def _reject_sparse(X: Any, name: str) -> None:
+    import scipy.sparse
+
+    sparse_frame = isinstance(X, pd.DataFrame) and any(isinstance(d, pd.SparseDtype) for d in X.dtypes)
+    if scipy.sparse.issparse(X) or sparse_frame or (isinstance(X, torch.Tensor) and X.is_sparse):
+        raise TypeError(
+            f"{name} is sparse; sparse input is not supported by this estimator — pass a dense array "
+            "(X.toarray()) or a DataFrame"
+        )
+
+
+def as_frame(X: Any, *, name: str) -> pd.DataFrame:
+    """A DataFrame view of ``X`` (never modified): DataFrames pass through, arrays get columns ``x0…``."""
+    _reject_sparse(X, name)
+    if isinstance(X, pd.DataFrame):
+        if isinstance(X.columns, pd.MultiIndex):
+            raise ValueError(
+                f"{name} has MultiIndex columns (e.g. {X.columns[0]!r}); flatten them first, e.g. "
+                "X.columns = ['_'.join(map(str, c)) for c in X.columns]"
+            )
+        return X
+    if isinstance(X, torch.Tensor):
+        X = X.detach().cpu().numpy()
+    if isinstance(X, (pd.Series, str, bytes)) or X is None:
+        raise TypeError(f"{name} must be a 2-D array or a pandas DataFrame, got {type(X).__name__}")
+    arr = np.asarray(X)
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D (n_samples, n_features), got an array of shape {arr.shape}. Reshape your "
+            "data with X.reshape(-1, 1) for a single feature or X.reshape(1, -1) for a single sample."
+        )
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{name} has complex dtype {arr.dtype}; Complex data not supported")
+    frame = pd.DataFrame(arr, columns=[f"x{i}" for i in range(arr.shape[1])])
+    return frame.infer_objects() if arr.dtype == object else frame
+
+
+def as_target(y: Any, *, name: str, n: int) -> np.ndarray:
+    """``y`` as a 1-D array of ``n`` labels / values; ``(n, 1)`` is flattened with a DataConversionWarning."""
+    from sklearn.exceptions import DataConversionWarning
+
+    if y is None:
+        raise ValueError(f"this estimator requires y to be passed, but the target y is None ({name})")
+    if isinstance(y, torch.Tensor):
+        y = y.detach().cpu().numpy()
+    if isinstance(y, pd.DataFrame):
+        if y.shape[1] != 1:
+            raise ValueError(f"{name} must be 1-D, got a DataFrame with {y.shape[1]} columns")
+        y = y.iloc[:, 0].to_numpy()
+        warnings.warn(
+            f"A column-vector {name} was passed when a 1d array was expected; it is flattened",
+            DataConversionWarning,
+            stacklevel=3,
+        )
+    arr = y.to_numpy() if isinstance(y, pd.Series) else np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        warnings.warn(
+            f"A column-vector {name} was passed when a 1d array was expected. Please change the shape "
+            "of y to (n_samples,), for example using ravel().",
+            DataConversionWarning,
+            stacklevel=3,
+        )
+        arr = arr.ravel()
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (n_samples,), got shape {arr.shape}")
+    if len(arr) != n:
+        raise ValueError(f"{name} has {len(arr)} entries but X has {n} rows")
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{name} has complex dtype {arr.dtype}; Complex data not supported")
+    if pd.isna(arr).any():
+        raise ValueError(f"{name} has {int(pd.isna(arr).sum())} missing value(s) (NaN)")
+    return arr
