@@ -73,17 +73,19 @@ def test_amplitude_scale_formula():
         np.testing.assert_allclose(out[i], x[i] * np.exp(sign * 0.45), rtol=1e-12)
 
 
-def test_blur_of_an_impulse_is_the_normalised_gaussian_and_constants_stay():
+@pytest.mark.parametrize("severity", [1, 5])
+def test_blur_of_an_impulse_is_the_normalised_gaussian_and_constants_stay(severity):
     x = np.zeros((1, 1, 21))
     x[0, 0, 10] = 1.0
-    sigma = SIGNAL_SHIFT_CONSTANTS["blur"][3]  # 2.0 samples
-    out = shift_signals(x, "blur", 4)
-    k = np.arange(-8, 9)  # radius round(4σ) = 8
+    sigma = SIGNAL_SHIFT_CONSTANTS["blur"][severity - 1]
+    out = shift_signals(x, "blur", severity)
+    radius = int(4 * sigma + 0.5)
+    k = np.arange(-radius, radius + 1)
     w = np.exp(-(k**2) / (2 * sigma**2))
     expected = np.zeros(21)
-    expected[2:19] = w / w.sum()
+    expected[10 - radius : 11 + radius] = w / w.sum()
     np.testing.assert_allclose(out[0, 0], expected, atol=1e-12)
-    np.testing.assert_allclose(shift_signals(np.full((2, 1, 9), 3.5), "blur", 5), 3.5, atol=1e-12)
+    np.testing.assert_allclose(shift_signals(np.full((2, 1, 9), 3.5), "blur", severity), 3.5, atol=1e-12)
 
 
 def test_dropout_formula_and_nested_masks():
@@ -105,7 +107,7 @@ def test_baseline_wander_formula():
     t = np.arange(40)
     for i in range(3):
         phase = _stream(9, "baseline_wander", i).uniform(0.0, 2 * np.pi)
-        np.testing.assert_allclose(out[i, 0], x[i, 0] + 1.0 * np.sin(2 * np.pi * t / 40 + phase), atol=1e-12)
+        np.testing.assert_allclose(out[i, 0], x[i, 0] + 2.0 * np.sin(2 * np.pi * t / 40 + phase), atol=1e-12)
 
 
 @pytest.mark.parametrize("kind", SIGNAL_SHIFTS)

@@ -51,9 +51,9 @@ SIGNAL_SHIFT_CONSTANTS: dict[str, tuple[float, ...]] = {
     "gaussian_noise": (0.1, 0.2, 0.3, 0.45, 0.6),  # noise std
     "time_shift": (2, 4, 6, 9, 12),  # samples
     "amplitude_scale": (0.15, 0.3, 0.45, 0.6, 0.8),  # log-factor: x·exp(±c)
-    "blur": (0.5, 1.0, 1.5, 2.0, 3.0),  # Gaussian σ in samples
-    "dropout": (0.05, 0.1, 0.2, 0.3, 0.4),  # share of samples set to 0
-    "baseline_wander": (0.2, 0.4, 0.6, 0.8, 1.0),  # sinusoid amplitude
+    "blur": (0.5, 0.6, 0.7, 0.85, 1.0),  # Gaussian σ in samples
+    "dropout": (0.02, 0.05, 0.1, 0.2, 0.3),  # share of samples set to 0
+    "baseline_wander": (0.4, 0.8, 1.2, 1.6, 2.0),  # sinusoid amplitude
 }
 
 SIGNAL_SHIFTS: tuple[str, ...] = tuple(SIGNAL_SHIFT_CONSTANTS)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
-from ensemblize.models.resnet import BasicBlock, Layers, check_channels
+from ensemblize.models.resnet import Layers, ResNet, check_channels
 
 __all__ = ["Layers1d", "Layers1dFrom2d", "ResNet1d", "resnet1d"]
 
@@ -90,12 +90,13 @@ class Layers1dFrom2d(Layers1d):
         return self.layers2d.exit()
 
 
-class ResNet1d(nn.Module):
+class ResNet1d(ResNet):
     """1-D ResNet: ``(B, in_channels, L) -> (B, num_classes)`` (``(B, M, num_classes)`` with an ensemble factory).
 
-    Stem ``relu(bn(conv_k(x)))`` with ``k = stem_kernel`` (padding ``k // 2``, stride 1), then stage
-    ``i`` with ``blocks[i]`` BasicBlocks of width ``widths[i]`` (``y = relu(bn(conv(relu(bn(conv(x)))))
-    + shortcut(x))``, kernel 3; stride 2 at the first block of stages ``i > 0``), then the mean over
+    :class:`~ensemblize.models.resnet.ResNet` built from a 1-D factory: stem
+    ``relu(bn(conv_k(x)))`` with ``k = stem_kernel`` (padding ``k // 2``, stride 1), then stage ``i``
+    with ``blocks[i]`` BasicBlocks of width ``widths[i]`` (``y = relu(bn(conv(relu(bn(conv(x))))) +
+    shortcut(x))``, kernel 3; stride 2 at the first block of stages ``i > 0``), then the mean over
     time and ``head``.
 
     Args:
@@ -104,7 +105,7 @@ class ResNet1d(nn.Module):
         in_channels: input channels (1 for MNIST-1D).
         num_classes: output classes.
         stem_kernel: the stem's kernel size (odd, so the stem keeps the length).
-        layers: layer factory (default :class:`Layers1d`).
+        layers: a 1-D layer factory (default :class:`Layers1d`).
     """
 
     def __init__(
@@ -115,46 +116,25 @@ class ResNet1d(nn.Module):
         in_channels: int = 1,
         num_classes: int = 10,
         stem_kernel: int = 5,
-        layers: Layers | None = None,
+        layers: Layers1d | None = None,
     ) -> None:
-        super().__init__()
-        blocks, widths = list(blocks), list(widths)
-        if not blocks or len(blocks) != len(widths):
-            raise ValueError(f"blocks {blocks} and widths {widths} must be non-empty and of equal length")
-        check_channels(blocks, name="blocks")
-        check_channels(widths, name="widths")
-        check_channels([in_channels], name="in_channels")
-        check_channels([num_classes], name="num_classes")
         check_channels([stem_kernel], name="stem_kernel")
         if stem_kernel % 2 == 0:
             raise ValueError(f"stem_kernel must be odd (the stem keeps the length), got {stem_kernel}")
         layers = Layers1d() if layers is None else layers
-        self.enter = layers.enter()
-        self.stem = nn.Sequential(
-            layers.conv(in_channels, widths[0], stem_kernel, padding=stem_kernel // 2, first=True),
-            layers.norm(widths[0]),
-            nn.ReLU(),
-        )
-        stages, c = [], widths[0]
-        for i, (n, w) in enumerate(zip(blocks, widths, strict=True)):
-            stage = []
-            for j in range(n):
-                stage.append(BasicBlock(c, w, stride=2 if (i > 0 and j == 0) else 1, layers=layers))
-                c = w
-            stages.append(nn.Sequential(*stage))
-        self.stages = nn.Sequential(*stages)
-        self.head = layers.head(c, num_classes)
-        self.exit = layers.exit()
-        self.in_channels = in_channels
-        self.num_classes = num_classes
-        self.feature_dim = c
+        super().__init__(blocks, widths, in_channels=in_channels, num_classes=num_classes, layers=layers)
+        if stem_kernel != 3:  # the 2-D ResNet's stem is 3 wide
+            self.stem[0] = layers.conv(
+                in_channels, list(widths)[0], stem_kernel, padding=stem_kernel // 2, first=True
+            )
+        self.pool = nn.AdaptiveAvgPool1d(1)
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, in_channels, L) -> (B, num_classes)`` (or ``(B, M, num_classes)`` for an ensemble)."""
         if x.dim() != 3 or x.shape[1] != self.in_channels:
             raise ValueError(f"ResNet1d expects (B, {self.in_channels}, L) input, got shape {tuple(x.shape)}")
         h = self.stages(self.stem(self.enter(x)))
-        return self.exit(self.head(h.mean(dim=-1)))
+        return self.exit(self.head(self.pool(h).flatten(1)))
 
 
 def resnet1d(
@@ -174,11 +154,6 @@ def resnet1d(
     check_channels([width], name="width")
     if layers is not None and not isinstance(layers, Layers1d):
         layers = Layers1dFrom2d(layers)
-    return ResNet1d(
-        blocks,
-        tuple(width * 2**i for i in range(len(tuple(blocks)))),
-        in_channels=in_channels,
-        num_classes=num_classes,
-        stem_kernel=stem_kernel,
-        layers=layers,
-    )
+    widths = tuple(width * 2**i for i in range(len(tuple(blocks))))
+    kw = {"in_channels": in_channels, "num_classes": num_classes, "stem_kernel": stem_kernel}
+    return ResNet1d(blocks, widths, layers=layers, **kw)

@@ -3,7 +3,7 @@
 Non-overlapping patches of ``patch_size`` samples are embedded by a strided ``nn.Conv1d``
 (``(B, C, L) -> (B, L / patch_size, dim)`` tokens), a class token and a learnable position
 embedding are added, then ``depth`` pre-LN blocks ``x = x + Attn(LN(x)); x = x + MLP(LN(x))`` (the
-:class:`~ensemblize.models.vit.Block` of the ViT), a final ``nn.LayerNorm`` and a linear head on
+:class:`~ensemblize.models.vit.ViT`'s blocks), a final ``nn.LayerNorm`` and a linear head on
 the class token (``pool="cls"``) or the mean of the patch tokens (``pool="mean"``):
 ``(B, C, L) -> (B, num_classes)``. Every norm is an ``nn.LayerNorm`` module, so
 :func:`ensemblize.sigma_ensemble` converts it (to ``SigmaLayerNorm``); nothing depends on the batch size.
@@ -15,13 +15,17 @@ import torch
 from torch import Tensor, nn
 
 from ensemblize.models.resnet import check_channels
-from ensemblize.models.vit import Block
+from ensemblize.models.vit import ViT
 
 __all__ = ["Transformer1d", "transformer1d"]
 
 
-class Transformer1d(nn.Module):
+class Transformer1d(ViT):
     """Patch-embedding transformer for signals: ``(B, in_channels, length) -> (B, num_classes)``.
+
+    The :class:`~ensemblize.models.vit.ViT` with a 1-D patch embedding: its blocks, class token,
+    position embedding (``length / patch_size + 1`` tokens), final norm and head, and its checks of
+    ``dim``, ``heads``, ``mlp_ratio``, ``dropout`` and ``pool``.
 
     Args:
         length: the signal length ``L``; the position embedding is sized for ``L / patch_size`` tokens.
@@ -46,40 +50,25 @@ class Transformer1d(nn.Module):
         dropout: float = 0.0,
         pool: str = "cls",
     ) -> None:
-        super().__init__()
-        named = {
-            "length": length,
-            "in_channels": in_channels,
-            "num_classes": num_classes,
-            "patch_size": patch_size,
-            "dim": dim,
-            "depth": depth,
-            "heads": heads,
-        }
-        for label, value in named.items():
-            check_channels([value], name=label)
+        check_channels([length], name="length")
+        check_channels([patch_size], name="patch_size")
         if length % patch_size:
             raise ValueError(f"patch_size={patch_size} does not divide length={length}")
-        if pool not in ("cls", "mean"):
-            raise ValueError(f"pool must be 'cls' or 'mean', got {pool!r}")
-        if not 0 <= dropout < 1:
-            raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
-        if not mlp_ratio > 0:
-            raise ValueError(f"mlp_ratio must be > 0, got {mlp_ratio!r}")
+        # a (patch_size × length) "image" has exactly length / patch_size patches of patch_size²
+        super().__init__(
+            image_size=(patch_size, length),
+            in_channels=in_channels,
+            num_classes=num_classes,
+            patch_size=patch_size,
+            dim=dim,
+            depth=depth,
+            heads=heads,
+            mlp_ratio=mlp_ratio,
+            dropout=dropout,
+            pool=pool,
+        )
         self.length = length
-        self.patch_size = patch_size
-        self.in_channels = in_channels
-        self.num_classes = num_classes
-        self.pool = pool
-        self.feature_dim = dim
         self.patch_embed = nn.Conv1d(in_channels, dim, patch_size, stride=patch_size)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
-        self.pos_embed = nn.Parameter(torch.zeros(1, length // patch_size + 1, dim))
-        nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        nn.init.trunc_normal_(self.cls_token, std=0.02)
-        self.blocks = nn.Sequential(*(Block(dim, heads, mlp_ratio, dropout) for _ in range(depth)))
-        self.norm = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, in_channels, length) -> (B, num_classes)``."""
