@@ -3,10 +3,22 @@
 Nothing here unpickles. A checkpoint ``NAME`` is two files, ``NAME.safetensors`` and ``NAME.json``;
 each is written to a temporary file in the same folder, flushed, fsynced and renamed over the
 target, so a kill at any moment leaves either the old file or the new one, never half of one.
-The JSON side is written last and carries the SHA-256 of the tensor file's bytes, so a pair whose
-halves come from different writes (a kill between the two renames) is detected at load; it also
-carries a fingerprint of the tensors' names and shapes so that loading a checkpoint into a
-different model fails with a message naming what differs.
+Written files get the usual ``0666 & ~umask`` permissions (0644 under umask 022), not the
+temporary file's 0600.
+
+Integrity. The JSON side is written last and carries three hashes:
+
+* ``sha256`` — SHA-256 of the tensor file's bytes, so a pair whose halves come from different
+  writes (a kill between the two renames) or an edited/truncated tensor file is detected;
+* ``fingerprint`` — the tensors' names, shapes and dtypes, so loading into a different model fails
+  with a message naming what differs;
+* ``meta_sha256`` — SHA-256 of the canonical JSON of every other key (classes, column mapping,
+  preprocessing, ``stopped``, ``epoch`` … and the two hashes above), so editing the metadata —
+  e.g. swapping ``classes`` — is detected too.
+
+:func:`load_checkpoint` verifies all three before returning anything; a missing hash is an error,
+not a skipped check, and malformed JSON raises a ValueError naming the file (and the key, for a
+missing or mistyped entry).
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 __all__ = [
+    "CheckpointError",
     "atomic_write_bytes",
     "atomic_write_text",
     "atomic_write_json",
@@ -31,13 +44,46 @@ __all__ = [
     "load_tensors",
     "save_checkpoint",
     "load_checkpoint",
+    "load_checkpoint_meta",
+    "checkpoint_paths",
     "state_fingerprint",
     "load_state_strict",
 ]
 
 
+#: Keys that :func:`save_checkpoint` adds to the metadata; a caller's ``meta`` may not use them.
+HASH_KEYS = ("fingerprint", "sha256", "meta_sha256")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint pair that cannot be trusted: malformed, incomplete, edited or mismatched."""
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where /proc allows (no race with other threads)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    mask = os.umask(0o022)  # pragma: no cover
+    os.umask(mask)  # pragma: no cover
+    return mask  # pragma: no cover
+
+
+def _publish(tmp: str | Path, path: Path) -> None:
+    """Give ``tmp`` regular-file permissions (``0666 & ~umask``) and rename it over ``path``."""
+    os.chmod(tmp, 0o666 & ~_umask())
+    os.replace(tmp, path)
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a same-folder temporary file and ``os.replace``."""
+    """Write ``data`` to ``path`` via a same-folder temporary file and ``os.replace``.
+
+    The file ends with ``0666 & ~umask`` permissions, like a plain ``open(path, "wb")``.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -46,7 +92,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        _publish(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -82,7 +128,7 @@ def save_tensors(path: str | os.PathLike, tensors: Mapping[str, Tensor]) -> Path
         save_file(clean, tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        _publish(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -129,39 +175,134 @@ def checkpoint_paths(stem: str | os.PathLike) -> tuple[Path, Path]:
     return stem.with_name(name + ".safetensors"), stem.with_name(name + ".json")
 
 
+def _canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+
+
+def _meta_hash(meta: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of ``meta`` without its ``meta_sha256`` entry."""
+    body = {k: v for k, v in meta.items() if k != "meta_sha256"}
+    return hashlib.sha256(_canonical_json(body).encode("utf-8")).hexdigest()
+
+
 def save_checkpoint(stem: str | os.PathLike, tensors: Mapping[str, Tensor], meta: Mapping[str, Any]) -> Path:
     """Write ``stem.safetensors`` then ``stem.json`` (the JSON last: it marks the pair complete).
 
-    ``meta`` must be JSON-serialisable; the tensors' fingerprint is added under ``"fingerprint"``
-    and the tensor file's SHA-256 under ``"sha256"``.
+    ``meta`` must be a JSON-serialisable mapping with string keys, not using :data:`HASH_KEYS`; the
+    tensors' fingerprint is added under ``"fingerprint"``, the tensor file's SHA-256 under
+    ``"sha256"`` and the SHA-256 of the canonical JSON of everything else under ``"meta_sha256"``.
     """
+    if not isinstance(meta, Mapping):
+        raise TypeError(f"meta must be a mapping, got {type(meta).__name__}")
+    reserved = sorted(k for k in meta if k in HASH_KEYS)
+    if reserved:
+        raise ValueError(f"meta may not set {reserved}: save_checkpoint writes those keys itself")
     tensor_path, meta_path = checkpoint_paths(stem)
     save_tensors(tensor_path, tensors)
-    atomic_write_json(
-        meta_path,
-        {**meta, "fingerprint": state_fingerprint(tensors), "sha256": _file_sha256(tensor_path)},
+    # the JSON round trip makes the hashed object exactly what load_checkpoint will read back
+    body = json.loads(
+        json.dumps(
+            {**meta, "fingerprint": state_fingerprint(tensors), "sha256": _file_sha256(tensor_path)},
+            default=_json_default,
+        )
     )
+    atomic_write_json(meta_path, {**body, "meta_sha256": _meta_hash(body)})
     return Path(stem)
 
 
-def load_checkpoint(
-    stem: str | os.PathLike, device: str | torch.device = "cpu"
-) -> tuple[dict[str, Tensor], dict]:
-    """Read a pair written by :func:`save_checkpoint`; raises ValueError if the pair does not match."""
-    tensor_path, meta_path = checkpoint_paths(stem)
+def _read_meta(meta_path: Path) -> dict:
     if not meta_path.is_file():
         raise FileNotFoundError(f"no checkpoint metadata at {meta_path}")
-    meta = json.loads(meta_path.read_text())
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"{meta_path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(
+            f"{meta_path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from exc
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{meta_path}: the metadata must be a JSON object, got {type(meta).__name__}")
+    for key in HASH_KEYS:
+        if key not in meta:
+            raise CheckpointError(
+                f"{meta_path}: key {key!r} is missing, so the checkpoint's integrity cannot be verified "
+                "(written by an older version, or edited); re-save it"
+            )
+        if not isinstance(meta[key], str):
+            raise CheckpointError(
+                f"{meta_path}: key {key!r} must be a string, got {type(meta[key]).__name__}"
+            )
+    if meta["meta_sha256"] != _meta_hash(meta):
+        raise CheckpointError(
+            f"{meta_path}: the metadata does not match its hash (key 'meta_sha256'); the JSON was edited "
+            "or corrupted after it was written"
+        )
+    return meta
+
+
+def check_meta_keys(
+    meta: Mapping[str, Any], required: Mapping[str, type | tuple[type, ...]], *, source: object
+) -> None:
+    """Raise :class:`CheckpointError` naming ``source`` and the key unless every ``required`` key is present
+    with a value of the given type(s). (``bool`` is not accepted where ``int`` is asked for.)"""
+    for key, kind in required.items():
+        if key not in meta:
+            raise CheckpointError(f"{source}: required key {key!r} is missing")
+        value = meta[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            raise CheckpointError(
+                f"{source}: key {key!r} must be {names}, got {type(value).__name__} {value!r}"
+            )
+
+
+def load_checkpoint_meta(
+    stem: str | os.PathLike, *, required: Mapping[str, type | tuple[type, ...]] | None = None
+) -> dict:
+    """The verified metadata of a pair written by :func:`save_checkpoint`, without reading the tensors.
+
+    Checks that the JSON parses, that ``meta_sha256`` matches it, and (with ``required``) that each
+    named key is present with the given type. The tensor file is *not* hashed here; use
+    :func:`load_checkpoint` before trusting any tensor.
+    """
+    _, meta_path = checkpoint_paths(stem)
+    meta = _read_meta(meta_path)
+    if required:
+        check_meta_keys(meta, required, source=meta_path)
+    return meta
+
+
+def load_checkpoint(
+    stem: str | os.PathLike,
+    device: str | torch.device = "cpu",
+    *,
+    required: Mapping[str, type | tuple[type, ...]] | None = None,
+) -> tuple[dict[str, Tensor], dict]:
+    """Read a pair written by :func:`save_checkpoint` after verifying it.
+
+    Raises:
+        FileNotFoundError: either file is missing.
+        CheckpointError (a ValueError): malformed JSON; a hash key missing; the JSON edited
+            (``meta_sha256``); the tensor file modified or from another write (``sha256``,
+            ``fingerprint``); a ``required`` key missing or of the wrong type — each naming the file
+            and the key.
+    """
+    tensor_path, meta_path = checkpoint_paths(stem)
+    meta = load_checkpoint_meta(stem, required=required)
     if not tensor_path.is_file():
         raise FileNotFoundError(f"no tensor file at {tensor_path}")
-    if "sha256" in meta and meta["sha256"] != _file_sha256(tensor_path):
-        raise ValueError(
-            f"checkpoint {stem}: tensor file does not match its metadata (content hash differs); "
-            "it was modified or a write was interrupted"
+    if meta["sha256"] != _file_sha256(tensor_path):
+        raise CheckpointError(
+            f"checkpoint {stem}: tensor file {tensor_path.name} does not match its metadata (content hash, "
+            "key 'sha256', differs); it was modified or a write was interrupted"
         )
     tensors = load_tensors(tensor_path, device=device)
-    if meta.get("fingerprint") not in (None, state_fingerprint(tensors)):
-        raise ValueError(f"checkpoint {stem}: tensor file does not match its metadata (fingerprint differs)")
+    if meta["fingerprint"] != state_fingerprint(tensors):
+        raise CheckpointError(
+            f"checkpoint {stem}: tensor file does not match its metadata (key 'fingerprint' differs)"
+        )
     return tensors, meta
 
 
