@@ -49,10 +49,20 @@ class DeepEnsemble(nn.Module):
     Running the members one after the other is inherent to an explicit ensemble (distinct weights,
     distinct graphs).
 
+    Training convention: ``member_loss_reduction = "sum"``. :func:`ensemblize.training.fit`'s
+    default loss is then ``Σ_m L_m`` instead of the mean ``(1/M) Σ_m L_m``, so the gradient reaching
+    member ``m`` is exactly ``∇L_m`` — the gradient of that model trained alone. With SGD (any
+    momentum, coupled weight decay) or AdamW every member therefore follows the single model's
+    recipe step for step; under the mean each member would train at ``lr/M`` with ``M×`` the
+    relative weight decay. (Global gradient-norm clipping, ``grad_clip``, still couples the members:
+    it clips their joint norm.) The logged ``train_loss`` is that sum.
+
     Args:
         models: the ``M >= 1`` members, distinct module objects (a module passed twice would share
             its weights between "members", so it is rejected).
     """
+
+    member_loss_reduction = "sum"
 
     def __init__(self, models: Sequence[nn.Module]) -> None:
         super().__init__()
@@ -136,6 +146,11 @@ class PackedLayers(Layers):
     * exit: ``(B, M·num_classes) -> (B, M, num_classes)``.
 
     The channel arithmetic and its errors are those of :func:`ensemblize.nn.packed.packed_widths`.
+
+    Per-member gradient convention: the mean. TorchUncertainty's Packed-Ensembles routine trains
+    on the cross-entropy averaged over all ``B·M`` (sample, member) rows, i.e. ``(1/M) Σ_m L_m``,
+    so each member's gradient is ``∇L_m / M``; :func:`ensemblize.training.fit`'s default
+    ``member_loss_reduction="mean"`` is the same, and these models keep it.
     """
 
     def __init__(self, *, members: int, alpha: float = 2.0, gamma: int = 1) -> None:
@@ -183,6 +198,11 @@ class BatchEnsembleLayers(Layers):
       members, as in the BatchEnsemble reference ResNets);
     * head: ``ensemblize.nn.BatchEnsembleLinear`` on ``(B, M, features)`` → ``(B, M, num_classes)``;
     * ``r``/``s`` of every layer start as random ±1 signs (BatchEnsemble's init).
+
+    Per-member gradient convention: the mean. Wen et al.'s reference implementation tiles the batch
+    ``M`` times and minimises the mean cross-entropy over the tiled ``B·M`` rows, ``(1/M) Σ_m L_m``
+    (each member's fast weights get ``∇L_m / M``; the shared weights get the member average);
+    :func:`ensemblize.training.fit`'s default ``member_loss_reduction="mean"`` is the same.
     """
 
     def __init__(self, *, members: int) -> None:
@@ -190,13 +210,8 @@ class BatchEnsembleLayers(Layers):
 
     @staticmethod
     def _layers():
-        try:
-            from ensemblize.nn.batch_ensemble import BatchEnsembleConv2d, BatchEnsembleLinear
-        except ImportError as exc:  # the layers live in another engineer's module
-            raise NotImplementedError(
-                "BatchEnsemble models need ensemblize.nn.batch_ensemble.BatchEnsembleConv2d/"
-                f"BatchEnsembleLinear, which are not available: {exc}"
-            ) from exc
+        from ensemblize.nn.batch_ensemble import BatchEnsembleConv2d, BatchEnsembleLinear
+
         return BatchEnsembleConv2d, BatchEnsembleLinear
 
     def conv(self, in_channels, out_channels, kernel_size, *, stride=1, padding=0, first=False, bias=False):
