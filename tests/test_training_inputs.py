@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
