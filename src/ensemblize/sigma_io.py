@@ -1,0 +1,137 @@
+"""Save and restore a σN ensemble: :func:`save_ensemble` / :func:`load_ensemble`.
+
+>>> ez.save_ensemble(ens, "runs/bert_sigma")            # runs/bert_sigma.safetensors + .json
+>>> ens2 = ez.load_ensemble("runs/bert_sigma", base_model)   # base_model: a fresh, unconverted model
+
+Files (written atomically by :func:`ensemblize.checkpoint.save_checkpoint`, no pickle):
+
+* ``PATH.safetensors`` — the ensemble's full ``state_dict`` (shared weights, σNorm weights, per-member
+  biases and gate logits, running statistics), exact values;
+* ``PATH.json`` — ``format``, the conversion settings (``members``, ``gate_init``, ``noise`` and
+  ``seed`` when the ensemble records them, plus any further ``sigma_ensemble`` keyword it records in
+  a ``settings`` attribute), ``converted`` (the names of the σNorm layers, in order), the backbone's
+  class, every state entry's name, shape and dtype in order, and the tensor file's SHA-256.
+
+Loading converts ``base_model`` again with the saved settings (``noise=0``: the gates come from the
+file, and no random numbers are drawn), checks that the same layers were converted and that every
+state entry matches in name, shape and dtype — the FIRST mismatch is named in a ValueError — then
+loads the tensors strictly. The reloaded ensemble predicts bitwise identically to the saved one (same
+device and dtype) and is returned in eval mode.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor, nn
+
+from .checkpoint import load_checkpoint, save_checkpoint
+from .convert import SigmaEnsemble, sigma_ensemble
+from .nn.sigma_norm import SigmaNorm
+
+__all__ = ["save_ensemble", "load_ensemble", "FORMAT"]
+
+FORMAT = "ensemblize.sigma_ensemble/1"
+
+
+def _qualname(obj: object) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def _settings(model: SigmaEnsemble) -> dict[str, Any]:
+    """The ``sigma_ensemble`` keywords that rebuild ``model``'s structure."""
+    recorded = dict(getattr(model, "settings", None) or {})
+    gate_inits = sorted({float(m.gate_init) for m in model.modules() if isinstance(m, SigmaNorm)})
+    settings: dict[str, Any] = {
+        "members": int(model.members),
+        "gate_init": gate_inits[0] if len(gate_inits) == 1 else 0.0,
+        "noise": getattr(model, "noise", None),
+        "seed": getattr(model, "seed", None),
+    }
+    settings.update(recorded)
+    return settings
+
+
+def _entries(state: dict[str, Tensor]) -> list[list[Any]]:
+    return [[name, list(t.shape), str(t.dtype)] for name, t in state.items()]
+
+
+def save_ensemble(model: SigmaEnsemble, path: str | os.PathLike) -> Path:
+    """Write ``path.safetensors`` + ``path.json`` for a :class:`~ensemblize.SigmaEnsemble`; returns ``path``.
+
+    See the module docstring for the contents. Raises TypeError for anything but a SigmaEnsemble.
+    """
+    if not isinstance(model, SigmaEnsemble):
+        raise TypeError(
+            f"save_ensemble expects a SigmaEnsemble (from ez.sigma_ensemble), got {type(model).__name__}"
+        )
+    state = model.state_dict()
+    meta = {
+        "format": FORMAT,
+        "settings": _settings(model),
+        "converted": list(model.converted),
+        "backbone_class": _qualname(model.backbone),
+        "entries": _entries(state),
+    }
+    save_checkpoint(path, state, meta)
+    return Path(path)
+
+
+def _rebuild(base_model: nn.Module, settings: dict[str, Any]) -> SigmaEnsemble:
+    accepted = inspect.signature(sigma_ensemble).parameters
+    kwargs = {k: v for k, v in settings.items() if k in accepted and k not in ("model", "noise", "seed")}
+    return sigma_ensemble(base_model, noise=0.0, **kwargs)
+
+
+def _first_mismatch(saved: list[list[Any]], now: list[list[Any]]) -> str | None:
+    for i in range(max(len(saved), len(now))):
+        a = saved[i] if i < len(saved) else None
+        b = now[i] if i < len(now) else None
+        if a != b:
+            if a is None:
+                return f"the base model has an extra entry {b[0]!r} {tuple(b[1])} {b[2]}"
+            if b is None:
+                return f"the saved ensemble has an extra entry {a[0]!r} {tuple(a[1])} {a[2]}"
+            return (
+                f"entry {i}: saved {a[0]!r} {tuple(a[1])} {a[2]} vs base model {b[0]!r} {tuple(b[1])} {b[2]}"
+            )
+    return None
+
+
+def load_ensemble(path: str | os.PathLike, base_model: nn.Module, *, device: str = "cpu") -> SigmaEnsemble:
+    """Rebuild the ensemble saved at ``path`` from ``base_model`` (unconverted, untouched) and load its state.
+
+    Raises ValueError naming the first mismatch when ``base_model`` has another architecture (other
+    converted layers, or a state entry of another name, shape or dtype), and the errors of
+    :func:`ensemblize.checkpoint.load_checkpoint` for a damaged or foreign file.
+    """
+    tensors, meta = load_checkpoint(path, device=device)
+    if meta.get("format") != FORMAT:
+        raise ValueError(
+            f"{path} is not a saved σN ensemble (format {meta.get('format')!r}, expected {FORMAT!r})"
+        )
+    for key in ("settings", "converted", "entries"):
+        if key not in meta:
+            raise ValueError(f"{path}.json lacks the key {key!r}")
+    try:
+        ens = _rebuild(base_model, meta["settings"])
+    except ValueError as exc:
+        raise ValueError(
+            f"base model {type(base_model).__name__} cannot be converted as saved: {exc}"
+        ) from exc
+    what = f"base model {type(base_model).__name__} does not match the ensemble saved from {meta.get('backbone_class')}"
+    if ens.converted != meta["converted"]:
+        pairs = zip(meta["converted"] + [None], ens.converted + [None], strict=False)
+        first = next((a, b) for a, b in pairs if a != b)
+        raise ValueError(
+            f"{what}: first mismatch in the converted norm layers: saved {first[0]!r} vs {first[1]!r}"
+        )
+    mismatch = _first_mismatch(meta["entries"], _entries(ens.state_dict()))
+    if mismatch is not None:
+        raise ValueError(f"{what}: first mismatch at {mismatch}")
+    ens.load_state_dict(tensors, strict=True)
+    ens.to(device)
+    return ens.eval()

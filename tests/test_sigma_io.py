@@ -1,0 +1,92 @@
+"""save_ensemble / load_ensemble: a converted model round-trips bitwise; a wrong base model is named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import ensemblize as ez
+from ensemblize.sigma_io import load_ensemble, save_ensemble
+from ensemblize.training import fit, predict
+
+
+def _cnn(width: int = 8, *, layernorm: bool = True) -> nn.Module:
+    layers = [
+        nn.Conv2d(3, width, 3, padding=1),
+        nn.BatchNorm2d(width),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+    ]
+    if layernorm:
+        layers.append(nn.LayerNorm(width))
+    return nn.Sequential(*layers, nn.Linear(width, 4))
+
+
+def _images(n=24, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 3, 6, 6, generator=g)
+    return x, (x.mean((1, 2, 3)) > 0).long() + 2 * (x[:, 0, 0, 0] > 0).long()
+
+
+def test_round_trip_is_bitwise_and_json_holds_the_settings(tmp_path: Path):
+    torch.manual_seed(0)
+    ens = ez.sigma_ensemble(_cnn(), members=3, noise=0.5, seed=1)
+    fit(ens, _images(), epochs=2, batch_size=8, progress=False)  # gates, biases, running stats all move
+    x, _ = _images(10, seed=2)
+    before = predict(ens, x)
+    save_ensemble(ens, tmp_path / "model")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.json", "model.safetensors"]
+    meta = json.loads((tmp_path / "model.json").read_text())
+    assert meta["settings"]["members"] == 3 and meta["settings"]["gate_init"] == 0.0
+    assert meta["converted"] == ens.converted == ["1", "5"]
+    assert meta["entries"][0] == ["backbone.0.weight", [8, 3, 3, 3], "torch.float32"]
+    torch.manual_seed(123)  # a base model with other weights: everything comes from the file
+    loaded = load_ensemble(tmp_path / "model", _cnn())
+    assert not loaded.training and loaded.members == 3
+    assert torch.equal(predict(loaded, x), before)
+    for (k, a), (k2, b) in zip(ens.state_dict().items(), loaded.state_dict().items(), strict=True):
+        assert k == k2 and torch.equal(a, b)
+
+
+def test_wrong_base_model_names_the_first_mismatch(tmp_path: Path):
+    torch.manual_seed(0)
+    save_ensemble(ez.sigma_ensemble(_cnn(8), members=2), tmp_path / "m")
+    with pytest.raises(ValueError, match=r"first mismatch at entry 0: saved 'backbone.0.weight' \(8, 3, 3, 3\) "
+                                         r"torch.float32 vs base model 'backbone.0.weight' \(6, 3, 3, 3\)"):  # fmt: skip
+        load_ensemble(tmp_path / "m", _cnn(6))
+    with pytest.raises(ValueError, match=r"first mismatch in the converted norm layers: saved '5' vs None"):
+        load_ensemble(tmp_path / "m", _cnn(8, layernorm=False))
+    with pytest.raises(ValueError, match="torch.float64"):
+        load_ensemble(tmp_path / "m", _cnn(8).double())
+    with pytest.raises(TypeError, match="expects a SigmaEnsemble"):
+        save_ensemble(_cnn(), tmp_path / "plain")
+
+
+def test_tampered_tensor_file_is_detected(tmp_path: Path):
+    save_ensemble(ez.sigma_ensemble(_cnn(), members=2), tmp_path / "m")
+    path = tmp_path / "m.safetensors"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="does not match its metadata"):
+        load_ensemble(tmp_path / "m", _cnn())
+
+
+def test_huggingface_round_trip_is_bitwise(tmp_path: Path):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=16, num_labels=2)  # fmt: skip
+    torch.manual_seed(0)
+    ens = ez.sigma_ensemble(BertForSequenceClassification(config), members=2, seed=0)
+    batch = {"input_ids": torch.randint(0, 30, (5, 7)), "attention_mask": torch.ones(5, 7, dtype=torch.long)}
+    before = predict(ens, batch)
+    save_ensemble(ens, tmp_path / "bert")
+    torch.manual_seed(1)
+    loaded = load_ensemble(tmp_path / "bert", BertForSequenceClassification(config))
+    assert torch.equal(predict(loaded, batch), before)
