@@ -11,6 +11,8 @@ the class token (``pool="cls"``) or the mean of the patch tokens (``pool="mean"`
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
@@ -41,32 +43,19 @@ class Transformer1d(ViT):
         *,
         length: int,
         in_channels: int = 1,
-        num_classes: int = 10,
         patch_size: int = 4,
         dim: int = 64,
         depth: int = 3,
-        heads: int = 4,
-        mlp_ratio: float = 2.0,
-        dropout: float = 0.0,
-        pool: str = "cls",
+        **vit_options: Any,
     ) -> None:
         check_channels([length], name="length")
         check_channels([patch_size], name="patch_size")
         if length % patch_size:
             raise ValueError(f"patch_size={patch_size} does not divide length={length}")
-        # a (patch_size × length) "image" has exactly length / patch_size patches of patch_size²
-        super().__init__(
-            image_size=(patch_size, length),
-            in_channels=in_channels,
-            num_classes=num_classes,
-            patch_size=patch_size,
-            dim=dim,
-            depth=depth,
-            heads=heads,
-            mlp_ratio=mlp_ratio,
-            dropout=dropout,
-            pool=pool,
-        )
+        # a (patch_size × length) "image" has exactly length / patch_size patches of patch_size²;
+        # num_classes (10), heads (4), mlp_ratio (2), dropout (0) and pool ("cls") keep ViT's defaults
+        size = {"image_size": (patch_size, length), "patch_size": patch_size, "dim": dim, "depth": depth}
+        super().__init__(in_channels=in_channels, **size, **vit_options)
         self.length = length
         self.patch_embed = nn.Conv1d(in_channels, dim, patch_size, stride=patch_size)
 
