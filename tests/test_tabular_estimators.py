@@ -84,7 +84,7 @@ def test_classifier_on_breast_cancer_beats_majority_and_reports_diversity():
     pm = est.predict_members(Xte)
     assert pm.shape == (len(Xte), 4, 2)
     np.testing.assert_allclose(pm.sum(-1), 1.0, rtol=1e-12)
-    np.testing.assert_array_equal(est.predict_proba(Xte), pm.mean(1))
+    np.testing.assert_allclose(est.predict_proba(Xte), pm.mean(1), rtol=1e-15, atol=1e-15)
     np.testing.assert_array_equal(est.predict(Xte), est.classes_[pm.mean(1).argmax(1)])
     assert list(est.feature_names_in_) == list(X.columns) and est.n_features_in_ == 30
     h = est.history_

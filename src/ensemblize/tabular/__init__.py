@@ -2,6 +2,8 @@
 
 * :class:`LoMETabClassifier` / :class:`LoMETabRegressor` — fit / predict / predict_proba /
   predict_members / save / load estimators around :class:`LoMETabModel`;
+* :class:`TabMClassifier` / :class:`TabMRegressor` (:mod:`.tabm_baseline`) — official TabM (the
+  ``tabm`` package) with the same preprocessing, training path and outputs (:mod:`.estimator_base`);
 * :class:`LoMETabModel` (:mod:`.model`) — piecewise-linear embeddings + a K-member MLP whose
   hidden layers are LoMETab (rank-r multiplicative), additive low-rank, TabM (BatchEnsemble),
   plain shared or fully independent layers;
@@ -19,6 +21,9 @@ from .._lazy import lazy_namespace
 _ATTRIBUTES = {
     "LoMETabClassifier": "ensemblize.tabular.estimators",
     "LoMETabRegressor": "ensemblize.tabular.estimators",
+    "TabMClassifier": "ensemblize.tabular.tabm_baseline",
+    "TabMRegressor": "ensemblize.tabular.tabm_baseline",
+    "TabMNetwork": "ensemblize.tabular.tabm_baseline",
     "LoMETabModel": "ensemblize.tabular.model",
     "LAYERS": "ensemblize.tabular.model",
     "EMBEDDINGS": "ensemblize.tabular.model",
@@ -33,6 +38,17 @@ _ATTRIBUTES = {
     "build_sigma_tab_mlp": "ensemblize.tabular.sigma_mlp",
     "sigma_regularizer": "ensemblize.tabular.sigma_mlp",
 }
-_SUBMODULES = ("estimators", "model", "train", "gbdt", "sigma_mlp")
+_SUBMODULES = (
+    "estimators",
+    "estimator_base",
+    "tabm_baseline",
+    "inputs",
+    "bins",
+    "uncertainty",
+    "model",
+    "train",
+    "gbdt",
+    "sigma_mlp",
+)
 
 __getattr__, __dir__, __all__ = lazy_namespace(__name__, _ATTRIBUTES, _SUBMODULES)

@@ -52,7 +52,14 @@ from ensemblize.tabular.inputs import as_frame, as_target, check_bool, check_cho
 from ensemblize.tabular.train import auto_batch_size, predict_members, train_model
 from ensemblize.tabular.uncertainty import classification_uncertainty, regression_uncertainty
 
-__all__ = ["LOAD_LIMITS", "TabularEnsembleEstimator", "EnsembleClassifierMixin", "EnsembleRegressorMixin"]
+__all__ = [
+    "LOAD_LIMITS",
+    "TRAINING_DEFAULTS",
+    "estimator_init",
+    "TabularEnsembleEstimator",
+    "EnsembleClassifierMixin",
+    "EnsembleRegressorMixin",
+]
 
 _FORMAT = 2
 _PREDICT_BATCH = 4096
@@ -69,6 +76,50 @@ LOAD_LIMITS = {
     "parameters": 2_000_000_000,
 }
 """Upper bounds on the sizes read from a saved estimator's JSON, checked before allocation."""
+
+
+TRAINING_DEFAULTS: dict[str, Any] = {
+    "embedding": "piecewise",
+    "n_bins": 48,
+    "bin_method": "quantile",
+    "d_embedding": 16,
+    "lr": 2e-3,
+    "weight_decay": 3e-4,
+    "batch_size": "auto",
+    "max_epochs": 200,
+    "patience": 16,
+    "per_member_batches": False,
+    "val_fraction": 0.2,
+    "impute": True,
+    "random_state": None,
+    "device": "cpu",
+    "verbose": False,
+}
+"""Defaults of the hyper-parameters every tabular ensemble estimator shares (TabM's training recipe)."""
+
+
+def estimator_init(defaults: dict[str, Any]):
+    """An ``__init__`` taking exactly ``defaults``' names as keyword-only arguments and storing them.
+
+    scikit-learn reads an estimator's hyper-parameters from its ``__init__`` signature; this builds
+    that signature once from a dict (shown by ``help``/``inspect``), so the estimator families share
+    one list of training parameters instead of repeating it. Unknown names and positional
+    arguments are a TypeError, as with a hand-written keyword-only ``__init__``.
+    """
+    kind = inspect.Parameter.KEYWORD_ONLY
+    signature = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        + [inspect.Parameter(name, kind, default=value) for name, value in defaults.items()]
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        for name in defaults:
+            setattr(self, name, bound.arguments[name])
+
+    __init__.__signature__ = signature  # type: ignore[attr-defined]
+    return __init__
 
 
 def _bounded(value: Any, key: str, *, minimum: int = 0) -> int:
@@ -89,7 +140,7 @@ class TabularEnsembleEstimator(BaseEstimator):
     """
 
     _regression: ClassVar[bool] = False
-    _decay_filter: ClassVar[str | None] = None  # weight-decay groups passed to train_model if it has them
+    _decay_filter: ClassVar[Any] = None  # weight-decay rule passed to train_model when it takes one
     _embeddings: ClassVar[tuple[str, ...]] = ("piecewise",)
 
     # -- hooks ---------------------------------------------------------------------------------
@@ -108,14 +159,14 @@ class TabularEnsembleEstimator(BaseEstimator):
     @classmethod
     def _check_saved_config(cls, config: dict[str, Any]) -> None:
         """Bound every size in a saved model config (see :data:`LOAD_LIMITS`) before building."""
-        sizes = {k: _bounded(config[k], k) for k in LOAD_LIMITS if k in config}
+        sizes = {k: _bounded(config[k], k) for k in LOAD_LIMITS if config.get(k) is not None}
         cards = config.get("cat_cardinalities", [])
         if not isinstance(cards, list) or len(cards) > LOAD_LIMITS["n_num"]:
             raise ValueError("saved cat_cardinalities must be a list of at most 100000 ints")
         widths = [_bounded(c, "cardinality", minimum=1) for c in cards]
         d_in = sizes.get("n_num", 0) * max(sizes.get("d_embedding", 1), 1) + sum(widths)
-        d = sizes.get("d_block", 1)
-        per_member = d_in * d + sizes.get("n_blocks", 1) * d * d + d * sizes.get("n_out", 1)
+        d = sizes.get("d_block", 1024)
+        per_member = d_in * d + sizes.get("n_blocks", 3) * d * d + d * sizes.get("n_out", 1)
         estimate = max(sizes.get("members", 1), 1) * per_member  # an upper bound: K independent MLPs
         if estimate > LOAD_LIMITS["parameters"]:
             raise ValueError(f"saved model would have about {estimate} parameters; refusing to allocate")

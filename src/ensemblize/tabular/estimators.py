@@ -25,9 +25,11 @@ import torch
 from ensemblize._checks import check_int
 from ensemblize.tabular.bins import safe_bins
 from ensemblize.tabular.estimator_base import (
+    TRAINING_DEFAULTS,
     EnsembleClassifierMixin,
     EnsembleRegressorMixin,
     TabularEnsembleEstimator,
+    estimator_init,
 )
 from ensemblize.tabular.inputs import check_choice, check_real
 from ensemblize.tabular.model import EMBEDDINGS, LAYERS, LoMETabModel
@@ -40,54 +42,18 @@ class _LoMETabBase(TabularEnsembleEstimator):
 
     _embeddings = EMBEDDINGS
 
-    def __init__(
-        self,
-        *,
-        members: int = 32,
-        rank: int = 2,
-        init_scale: float = 1.0,
-        layer: str = "lome",
-        n_blocks: int = 3,
-        d_block: int = 256,
-        dropout: float = 0.1,
-        embedding: str = "piecewise",
-        n_bins: int = 48,
-        bin_method: str = "quantile",
-        d_embedding: int = 16,
-        lr: float = 2e-3,
-        weight_decay: float = 3e-4,
-        batch_size: int | str = "auto",
-        max_epochs: int = 200,
-        patience: int = 16,
-        per_member_batches: bool = False,
-        val_fraction: float = 0.2,
-        impute: bool = True,
-        random_state: int | None = None,
-        device: str = "cpu",
-        verbose: bool = False,
-    ) -> None:
-        self.members = members
-        self.rank = rank
-        self.init_scale = init_scale
-        self.layer = layer
-        self.n_blocks = n_blocks
-        self.d_block = d_block
-        self.dropout = dropout
-        self.embedding = embedding
-        self.n_bins = n_bins
-        self.bin_method = bin_method
-        self.d_embedding = d_embedding
-        self.lr = lr
-        self.weight_decay = weight_decay
-        self.batch_size = batch_size
-        self.max_epochs = max_epochs
-        self.patience = patience
-        self.per_member_batches = per_member_batches
-        self.val_fraction = val_fraction
-        self.impute = impute
-        self.random_state = random_state
-        self.device = device
-        self.verbose = verbose
+    __init__ = estimator_init(
+        {
+            "members": 32,
+            "rank": 2,
+            "init_scale": 1.0,
+            "layer": "lome",
+            "n_blocks": 3,
+            "d_block": 256,
+            "dropout": 0.1,
+            **TRAINING_DEFAULTS,
+        }
+    )
 
     def _validate_model_params(self) -> None:
         check_int(self.rank, name="rank", minimum=1)
