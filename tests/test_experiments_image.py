@@ -6,13 +6,12 @@ import math
 import numpy as np
 import pytest
 import torch
-import typer
 from typer.testing import CliRunner
 
 from ensemblize.diversity import sharing
 from ensemblize.experiments import discover
 from ensemblize.experiments.image import (
-    COMMANDS,
+    EXPERIMENTS,
     REDUCED_CORRUPTIONS,
     eval_spec,
     frontier_points,
@@ -21,9 +20,8 @@ from ensemblize.experiments.image import (
     markdown_table,
     owners_matrix,
     pareto_front,
-    parse_floats,
-    parse_ints,
 )
+from ensemblize.experiments.options import OptionError, floats, ints, split_list
 
 # --- helpers ---------------------------------------------------------------------------------------
 
@@ -41,22 +39,30 @@ def _rec(method, seed, spec=None, **metrics):
     }
 
 
-def test_commands_are_discovered():
+def test_experiments_are_discovered_as_plain_functions():
+    import inspect
+
     found = discover()
     for name in ("compare", "tau-sweep", "members", "finetune", "lambda"):
-        assert found[name] is COMMANDS[name]
+        assert found[name] is EXPERIMENTS[name]
+        for p in inspect.signature(found[name]).parameters.values():
+            assert p.kind is p.KEYWORD_ONLY and "typer" not in type(p.default).__module__
 
 
 def test_parse_lists_and_bad_values():
-    assert parse_floats("0.05, 0.1,5", name="taus") == [0.05, 0.1, 5.0]
-    assert parse_ints("0,1,2", name="seeds") == [0, 1, 2]
-    for bad in ("", "0,1", "-1", "x", "nan"):
-        with pytest.raises(typer.BadParameter, match="taus"):
-            parse_floats(bad, name="taus")
-    with pytest.raises(typer.BadParameter, match="sizes"):
-        parse_ints("1,2", name="sizes", minimum=2)
-    with pytest.raises(typer.BadParameter, match="seeds"):
-        parse_ints("0,a", name="seeds")
+    assert floats(split_list("0.05, 0.1,5", option="--taus", cast=float), option="--taus") == [0.05, 0.1, 5.0]
+    assert ints(split_list("0,1,2", option="--seeds", cast=int), option="--seeds") == [0, 1, 2]
+    for bad in ([], [0.0, 1.0], [-1.0], [math.nan], ["x"], [True]):
+        with pytest.raises(OptionError, match="--taus"):
+            floats(bad, option="--taus")
+    with pytest.raises(OptionError, match="--taus: must be comma-separated numbers"):
+        split_list("1,x", option="--taus", cast=float)
+    with pytest.raises(OptionError, match="--sizes.*≥ 2"):
+        ints([1, 2], option="--sizes", minimum=2)
+    with pytest.raises(OptionError, match="--seeds: has repeated"):
+        ints([0, 0], option="--seeds")
+    with pytest.raises(OptionError, match="--seeds: must be a list"):
+        ints("0,1", option="--seeds")
 
 
 def test_eval_presets():
@@ -66,7 +72,7 @@ def test_eval_presets():
     )
     assert reduced.corruptions == REDUCED_CORRUPTIONS and reduced.corruption_samples == 200
     assert reduced.severities == (1, 2, 3, 4, 5) and reduced.ood == full.ood
-    with pytest.raises(typer.BadParameter, match="bogus"):
+    with pytest.raises(OptionError, match="--eval: must be one of full, reduced, tiny; got 'bogus'"):
         eval_spec("bogus")
 
 

@@ -12,7 +12,9 @@ from torch import nn
 from typer.testing import CliRunner
 
 from ensemblize import metrics, sigma_ensemble
+from ensemblize.evaluation.selective import Scores, score_model
 from ensemblize.experiments import selective as exp
+from ensemblize.experiments.jobs import Execution
 from ensemblize.selective import SelectiveNet
 
 
@@ -38,7 +40,7 @@ def test_w_sr_is_max_softmax_of_f_and_wo_sr_is_g():
     net = _small_selective_net()
     x = torch.randn(37, 1, 4, 4)
     net.train()
-    s = exp.score_model(net, x, kind="selective", batch_size=10)
+    s = score_model(net, x, kind="selective", batch_size=10)
     assert net.training  # the mode is restored
     net.eval()
     with torch.no_grad():
@@ -52,7 +54,7 @@ def test_w_sr_is_max_softmax_of_f_and_wo_sr_is_g():
 def test_w_sr_on_sigma_ensemble_is_max_of_mean_member_probability():
     net = _small_selective_net(members=3)
     x = torch.randn(11, 1, 4, 4)
-    s = exp.score_model(net, x, kind="selective")
+    s = score_model(net, x, kind="selective")
     net.eval()
     with torch.no_grad():
         out = net(x)
@@ -66,7 +68,7 @@ def test_gamblers_scores_use_abstain_and_first_k_logits():
     torch.manual_seed(1)
     model = nn.Linear(6, 4)  # K = 3 classes + abstain
     x = torch.randn(20, 6)
-    s = exp.score_model(model, x, kind="gamblers")
+    s = score_model(model, x, kind="gamblers")
     with torch.no_grad():
         z = model(x)
     full = torch.exp(z) / torch.exp(z).sum(-1, keepdim=True)
@@ -74,23 +76,23 @@ def test_gamblers_scores_use_abstain_and_first_k_logits():
     np.testing.assert_allclose(s.own, (1 - full[:, 3]).numpy(), rtol=1e-6)
     np.testing.assert_allclose(s.sr, cls.max(-1).values.numpy(), rtol=1e-6)
     np.testing.assert_array_equal(s.pred, cls.argmax(-1).numpy())
-    plain = exp.score_model(model, x, kind="plain")
+    plain = score_model(model, x, kind="plain")
     assert plain.own is None
     np.testing.assert_allclose(plain.sr, full.max(-1).values.numpy(), rtol=1e-6)
     with pytest.raises(ValueError, match="'nope'"):
-        exp.score_model(model, x, kind="nope")
+        score_model(model, x, kind="nope")
 
 
 # --------------------------------------------------------------------------- records / thresholds
 
 
 def test_method_records_fit_thresholds_on_validation_only(monkeypatch):
-    import ensemblize.selective.evaluate as ev
+    import ensemblize.selective.thresholds as ev
 
     rng = np.random.default_rng(0)
     n_val, n_test = 53, 71
-    val = exp.Scores(pred=rng.integers(0, 3, n_val), own=rng.random(n_val), sr=rng.random(n_val))
-    test = exp.Scores(pred=rng.integers(0, 3, n_test), own=rng.random(n_test), sr=rng.random(n_test))
+    val = Scores(pred=rng.integers(0, 3, n_val), own=rng.random(n_val), sr=rng.random(n_val))
+    test = Scores(pred=rng.integers(0, 3, n_test), own=rng.random(n_test), sr=rng.random(n_test))
     y = rng.integers(0, 3, n_test)
     seen = []
     real = ev.threshold_for_coverage
@@ -137,8 +139,8 @@ def test_method_records_fit_thresholds_on_validation_only(monkeypatch):
         params=1,
         train_seconds=0.0,
         target=None,
-        test=exp.Scores(test.pred, None, test.sr),
-        val=exp.Scores(val.pred, None, val.sr),
+        test=Scores(test.pred, None, test.sr),
+        val=Scores(val.pred, None, val.sr),
         y_test=y,
     )
     assert [r.extra["scoring"] for r in recs] == ["w/ SR"] and "achieved_coverage" not in recs[0].metrics
@@ -149,7 +151,7 @@ def test_method_records_fit_thresholds_on_validation_only(monkeypatch):
 
 @pytest.mark.slow
 def test_cli_end_to_end_quick(tmp_path, monkeypatch):
-    import ensemblize.selective.evaluate as ev
+    import ensemblize.selective.thresholds as ev
     from ensemblize.cli import app
     from ensemblize.data.images import load_digits
 
@@ -206,13 +208,15 @@ def test_cli_end_to_end_quick(tmp_path, monkeypatch):
 
 
 def test_bad_inputs_name_the_problem(tmp_path):
+    quiet = Execution(quiet=True)
     with pytest.raises(ValueError, match="--data-root"):
-        exp.run_selective(out=tmp_path, dataset="cifar100", seeds=[0], log=lambda s: None)
+        exp.selective(out=tmp_path / "a", dataset="cifar100", seeds=[0], execution=quiet)
     with pytest.raises(FileNotFoundError, match="cifar-100-python"):
-        exp.run_selective(out=tmp_path, dataset="cifar100", data_root=tmp_path, seeds=[0], log=lambda s: None)
+        exp.selective(out=tmp_path / "b", dataset="cifar100", data_root=tmp_path, seeds=[0], execution=quiet)
     with pytest.raises(ValueError, match="'mnist'"):
-        exp.run_selective(out=tmp_path, dataset="mnist", seeds=[0], log=lambda s: None)
+        exp.selective(out=tmp_path / "c", dataset="mnist", seeds=[0], execution=quiet)
     with pytest.raises(ValueError, match="rewards.*11"):
-        exp.run_selective(out=tmp_path, rewards=[11.0], seeds=[0], epochs=1, max_train=8, log=lambda s: None)
+        exp.selective(out=tmp_path / "d", rewards=[11.0], seeds=[0], epochs=1, max_train=8, execution=quiet)
     with pytest.raises(ValueError, match="targets.*1.5"):
-        exp.run_selective(out=tmp_path, targets=[1.5], seeds=[0], log=lambda s: None)
+        exp.selective(out=tmp_path / "e", targets=[1.5], seeds=[0], execution=quiet)
+    assert not any((tmp_path / n).exists() for n in "acde")  # refused before any work: no folder

@@ -1,15 +1,30 @@
-"""The ``ensemblize`` command line.
+"""The ``ensemblize`` command line — the only module that imports Typer.
 
 ``ensemblize run`` is the default job on embedded data; ``ensemblize experiment NAME`` runs one of
 the papers' experiments; ``ensemblize evaluate RUN_DIR`` re-evaluates a finished run. Every command
-takes ``--out DIR`` and ``--seed N``, writes ``results.json`` plus figures into DIR and prints a table.
+takes ``--out DIR``, writes ``results.json`` plus figures into DIR and prints its tables.
+
+Each command wraps a plain Python function (``ensemblize.default_job.run_default`` and the
+functions of ``ensemblize.experiments.*``): :data:`COMMANDS` lists, per command, the function and
+its options with their help text. An option's default is read from the function's signature (one
+source of truth); list arguments are given as comma-separated text (``--seeds 0,1,2``). Every
+command also takes the execution options (:data:`EXECUTION_OPTIONS`): ``--workers N`` (local
+processes), ``--scheduler ADDRESS`` (a Dask cluster), ``--resume`` / ``--overwrite`` (an existing
+run folder), ``--quiet``, ``--wide`` and ``--threads``. A bad argument is one line naming the option
+and the allowed values (``typer.BadParameter``), raised before any work starts.
 """
 
-from __future__ import annotations
-
+import importlib
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Optional
 
 import typer
+
+__all__ = ["app", "main", "COMMANDS", "EXECUTION_OPTIONS", "Opt"]
 
 app = typer.Typer(
     name="ensemblize",
@@ -22,52 +37,312 @@ experiment_app = typer.Typer(help="Run one of the papers' experiments.", no_args
 app.add_typer(experiment_app, name="experiment")
 
 
-@app.command()
-def run(
-    out: Path = typer.Option(
-        Path("runs/default"), "--out", help="Run folder for results.json, checkpoints and figures."
-    ),
-    seed: int = typer.Option(0, "--seed", help="Random seed (data split, initialisation, batch order)."),
-    epochs: int = typer.Option(
-        15, "--epochs", min=1, help="Training epochs per model (same budget for every method)."
-    ),
-    members: int = typer.Option(
-        4, "--members", min=2, help="Ensemble size M for the deep ensemble and σN-Ens."
-    ),
-    model: str = typer.Option(
-        "resnet_small", "--model", help="Backbone: resnet_small, resnet18, wrn28, vit_small."
-    ),
-    ood: str = typer.Option(
-        "gaussian,uniform,shuffled,photos",
-        "--ood",
-        help="OOD sets: any of gaussian, uniform, shuffled, photos (far-OOD), heldout (train on digits 0-5, 6-9 are near-OOD).",
-    ),
-    tau: float = typer.Option(5.0, "--tau", help="σN-Ens softmax temperature τ (> 0)."),
-    lam: float = typer.Option(0.5, "--lam", help="σN-Ens regulariser strength λ (≥ 0)."),
-    evaluate: bool = typer.Option(
-        True, "--evaluate/--no-evaluate", help="Also run the shift / OOD evaluation."
-    ),
-    threads: int = typer.Option(
-        1, "--threads", min=1, help="torch intra-op threads (1 is fastest for these small models)."
-    ),
-) -> None:
-    """The default job: single model, deep ensemble and σN-Ens on the embedded digits."""
-    import torch
+@dataclass(frozen=True)
+class Opt:
+    """One command-line option of a plain function's parameter.
 
-    from .default_job import run_default
+    ``help``: the help text; ``flag``: the option (default ``--name-with-dashes``); ``items``: the
+    Python argument is a list of this type, given as comma-separated text; ``cli_type``: the option's
+    type when the default is ``None``; ``min``: the smallest value typer accepts.
+    """
 
-    torch.set_num_threads(threads)
-    run_default(
-        out=out,
-        seed=seed,
-        epochs=epochs,
-        members=members,
-        model=model,
-        evaluate=evaluate,
-        ood=ood,
-        tau=tau,
-        lam=lam,
-    )
+    help: str
+    flag: str | None = None
+    items: type | None = None
+    cli_type: Any = None
+    min: float | None = None
+
+    def flag_for(self, name: str) -> str:
+        return self.flag or "--" + name.replace("_", "-")
+
+
+#: Options every command takes; they build an ``ensemblize.experiments.jobs.Execution``.
+EXECUTION_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "workers": (
+        Optional[int],  # noqa: UP045 - typer reads the annotation at runtime
+        typer.Option(
+            None, "--workers", min=0, help="Run the jobs on N local processes (one torch thread each)."
+        ),
+    ),
+    "scheduler": (
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            None,
+            "--scheduler",
+            help="Dask scheduler address (e.g. tcp://host:8786): run the jobs on that cluster "
+            "(optional extra: pip install 'ensemblize\\[dask]').",
+        ),
+    ),
+    "resume": (
+        bool,
+        typer.Option(
+            False, "--resume", help="Continue the run in --out (same settings); finished jobs are not redone."
+        ),
+    ),
+    "overwrite": (bool, typer.Option(False, "--overwrite", help="Replace the run in --out.")),
+    "quiet": (bool, typer.Option(False, "--quiet", "-q", help="No progress output and no tables.")),
+    "wide": (
+        bool,
+        typer.Option(False, "--wide", help="Print every metric in one table (wider than 100 columns)."),
+    ),
+    "threads": (
+        int,
+        typer.Option(
+            1, "--threads", min=1, help="torch intra-op threads (1 is fastest for these small models)."
+        ),
+    ),
+}
+
+# --- options shared by several commands ----------------------------------------------------------
+
+_DATA = {
+    "dataset": Opt("digits (embedded), cifar10 or cifar100 (from --data-root)."),
+    "data_root": Opt("Folder with the extracted CIFAR archive.", cli_type=Optional[Path]),  # noqa: UP045
+}
+_BACKBONE = {
+    "model": Opt("Backbone: resnet_small, resnet18, wrn28, vit_small."),
+    "width": Opt("Backbone base width (default: the backbone's own).", cli_type=Optional[int], min=1),  # noqa: UP045
+    "epochs": Opt("Training epochs per model (same budget for every method).", min=1),
+    "seeds": Opt("Comma-separated seeds (data split, initialisation, batch order).", items=int),
+}
+_EVAL_DEVICE = {
+    "evaluation": Opt("Evaluation preset: full, reduced, tiny.", flag="--eval"),
+    "out": Opt("Run folder for results.json, tables, checkpoints and figures.", cli_type=Path),
+    "device": Opt("torch device, e.g. cuda."),
+}
+_SIGMA = {
+    "tau": Opt("σN-Ens softmax temperature τ (> 0)."),
+    "lam": Opt("σN-Ens regulariser strength λ (≥ 0)."),
+}
+_IMAGE = {**_DATA, **_BACKBONE}
+_TABLE = {
+    "split_seed": Opt("Seed of the fixed train/val/test split every method shares."),
+    "budget": Opt("Budget preset: tiny, lite, quick, full."),
+    "max_rows": Opt("Subsample each table to at most this many rows first.", cli_type=Optional[int], min=1),  # noqa: UP045
+}
+_OUT = Opt("Run folder for results.json, tables and figures.", cli_type=Path)
+
+#: Command -> ``(target "module:function", options)``; ``run`` is top level, the rest are experiments.
+COMMANDS: dict[str, tuple[str, dict[str, Opt]]] = {
+    "run": (
+        "ensemblize.default_job:run_default",
+        {
+            "out": Opt("Run folder for results.json, checkpoints and figures.", cli_type=Path),
+            "seed": Opt("Random seed (data split, initialisation, batch order), ≥ 0."),
+            "epochs": _BACKBONE["epochs"],
+            "members": Opt("Ensemble size M for the deep ensemble and σN-Ens (≥ 2)."),
+            "model": _BACKBONE["model"],
+            "ood": Opt(
+                "OOD sets: any of gaussian, uniform, shuffled, photos (far-OOD), heldout (train on digits "
+                "0-5, 6-9 are near-OOD)."
+            ),
+            **_SIGMA,
+            "evaluate": Opt("Also run the shift / OOD evaluation.", flag="--evaluate/--no-evaluate"),
+        },
+    ),
+    "compare": (
+        "ensemblize.experiments.image:compare",
+        {
+            **_IMAGE,
+            "members": Opt("Ensemble size M of every ensemble."),
+            **_SIGMA,
+            "methods": Opt(
+                "Comma-separated subset of single, temp_scaled, deep, batchensemble, packed, sigma.",
+                items=str,
+            ),
+            **_EVAL_DEVICE,
+        },
+    ),
+    "tau-sweep": (
+        "ensemblize.experiments.image:tau_sweep",
+        {
+            **_IMAGE,
+            "members": Opt("Ensemble size M."),
+            "taus": Opt("Comma-separated τ grid.", items=float),
+            "lam": Opt("Fixed λ."),
+            **_EVAL_DEVICE,
+        },
+    ),
+    "lambda": (
+        "ensemblize.experiments.image:lambda_sweep",
+        {
+            **_IMAGE,
+            "members": Opt("Ensemble size M."),
+            "lams": Opt("Comma-separated λ grid.", items=float),
+            "tau": Opt("Fixed τ."),
+            **_EVAL_DEVICE,
+        },
+    ),
+    "members": (
+        "ensemblize.experiments.image:members_sweep",
+        {
+            **_IMAGE,
+            "sizes": Opt("Comma-separated ensemble sizes M.", items=int),
+            **_SIGMA,
+            "alpha": Opt("Packed-Ensembles width factor α (fixed for every M)."),
+            **_EVAL_DEVICE,
+        },
+    ),
+    "finetune": (
+        "ensemblize.experiments.image:finetune",
+        {
+            **_IMAGE,
+            "members": Opt("Ensemble size M."),
+            "finetune_epochs": Opt("Fine-tuning epochs after conversion.", min=1),
+            "finetune_lr": Opt("Fine-tuning peak learning rate (cosine)."),
+            **_SIGMA,
+            "heldout": Opt(
+                "digits: train on 0–5 and add 6–9 as near-OOD set 'heldout'.", flag="--heldout/--no-heldout"
+            ),
+            **_EVAL_DEVICE,
+        },
+    ),
+    "selective": (
+        "ensemblize.experiments.selective:selective",
+        {
+            "dataset": Opt("'digits' (embedded) or 'cifar100' (from --data-root)."),
+            "data_root": _DATA["data_root"],
+            "model": Opt("Backbone (its .head is replaced by Identity)."),
+            "epochs": Opt("Training epochs per model.", min=1),
+            "seeds": _BACKBONE["seeds"],
+            "targets": Opt("Target coverages SelectiveNet/SYNC train for.", items=float),
+            "gammas": Opt("SMP exponents γ for SYNC (γ=1 is SR).", items=float),
+            "rewards": Opt("Deep Gamblers rewards o in (1, K], chosen on validation.", items=float),
+            "mu": Opt("SYNC weight μ (fixed default, not tuned)."),
+            "members": Opt("σN ensemble size for σN-SYNC."),
+            "max_train": Opt("Use at most this many training samples.", cli_type=Optional[int], min=2),  # noqa: UP045
+            "quick": Opt("Smoke-test preset: 1 epoch, 256 training samples."),
+            "out": Opt("Run folder for results.json, results.md and the figure.", cli_type=Path),
+        },
+    ),
+    "tabular-bench": (
+        "ensemblize.experiments.tabular:tabular_bench",
+        {
+            "datasets": Opt("Comma-separated table names (empty: the budget preset's tables).", items=str),
+            "methods": Opt("Comma-separated methods (lometab, tabm, xgboost, catboost, ...).", items=str),
+            "seeds": Opt("Comma-separated model seeds.", items=int),
+            **_TABLE,
+            "out": _OUT,
+        },
+    ),
+    "tabular-grid": (
+        "ensemblize.experiments.tabular:tabular_grid",
+        {
+            "dataset": Opt("A table name of the registry."),
+            "ranks": Opt("Comma-separated adapter ranks r.", items=int),
+            "scales": Opt("Comma-separated σ_init values.", items=float),
+            "seed": Opt("Model seed (the split uses --split-seed)."),
+            **_TABLE,
+            "max_epochs": Opt("Override the preset's max epochs.", cli_type=Optional[int], min=1),  # noqa: UP045
+            "out": _OUT,
+        },
+    ),
+    "tabular-diversity": (
+        "ensemblize.experiments.tabular:tabular_diversity",
+        {
+            "dataset": Opt("A table name of the registry."),
+            "methods": Opt("Comma-separated ensemble methods to compare.", items=str),
+            "seeds": Opt("Comma-separated model seeds.", items=int),
+            "epochs": Opt("Epochs, all run (no early stopping).", min=1),
+            **_TABLE,
+            "out": _OUT,
+        },
+    ),
+}
+
+
+def _resolve(target: str) -> Callable[..., Any]:
+    module, name = target.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _cli_default(value: Any, opt: Opt) -> Any:
+    if opt.items is None:
+        return value
+    return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+
+
+def _summary(fn: Callable[..., Any]) -> str:
+    """The first paragraph of ``fn``'s docstring as one plain line (the command's help)."""
+    first = (inspect.getdoc(fn) or "").split("\n\n")[0]
+    return " ".join(first.replace("``", "").split())
+
+
+def _parameters(fn: Callable[..., Any], options: Mapping[str, Opt]) -> list[inspect.Parameter]:
+    sig = inspect.signature(fn)
+    params = []
+    for name, opt in options.items():
+        if name not in sig.parameters:
+            raise TypeError(f"{fn.__module__}.{fn.__name__} has no parameter {name!r}")
+        default = sig.parameters[name].default
+        annotation = str if opt.items else (opt.cli_type or type(default))
+        extra = {} if opt.min is None else {"min": opt.min}
+        option = typer.Option(_cli_default(default, opt), opt.flag_for(name), help=opt.help, **extra)
+        params.append(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+        )
+    for name, (annotation, option) in EXECUTION_OPTIONS.items():
+        params.append(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+        )
+    return params
+
+
+@contextmanager
+def _clean_errors() -> Iterator[None]:
+    """Bad arguments and refused run folders as one line (typer.BadParameter), no traceback."""
+    from .experiments.jobs import OptionError
+    from .run_folder import RunFolderBusy, RunFolderError
+
+    try:
+        yield
+    except OptionError as exc:
+        raise typer.BadParameter(exc.message, param_hint=f"'{exc.option}'") from None
+    except (RunFolderError, RunFolderBusy) as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--out'") from None
+    except ImportError as exc:
+        if "ensemblize[dask]" not in str(exc):
+            raise
+        raise typer.BadParameter(str(exc), param_hint="'--scheduler'") from None
+
+
+def _command(target: str, options: Mapping[str, Opt]) -> Callable[..., None]:
+    """A Typer command calling ``target`` (see the module docstring)."""
+    fn = _resolve(target)
+    params = _parameters(fn, options)
+
+    def command(**kwargs: Any) -> None:
+        from .experiments.jobs import Execution
+        from .experiments.options import split_list
+
+        execution = Execution(**{k: kwargs.pop(k) for k in EXECUTION_OPTIONS})
+        with _clean_errors():
+            for name, opt in options.items():
+                if opt.items is not None:
+                    kwargs[name] = split_list(kwargs[name], option=opt.flag_for(name), cast=opt.items)
+            fn(**kwargs, execution=execution)
+
+    command.__name__ = fn.__name__
+    command.__doc__ = _summary(fn)
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command
+
+
+def _register() -> None:
+    for name, (target, options) in COMMANDS.items():
+        group = app if name == "run" else experiment_app
+        group.command(name)(_command(target, options))
+    _register_legacy()
+
+
+def _register_legacy() -> None:
+    """Experiments still declaring Typer commands (``COMMANDS`` dicts in their module) keep working."""
+    from .experiments import discover_commands
+
+    for name, fn in discover_commands().items():
+        if name not in COMMANDS:
+            experiment_app.command(name)(fn)
 
 
 @app.command()
@@ -75,14 +350,16 @@ def evaluate(
     run_dir: Path = typer.Argument(
         ..., help="A run folder written by `ensemblize run` or an image experiment."
     ),
-    out: Path | None = typer.Option(
+    out: Optional[Path] = typer.Option(  # noqa: UP045
         None, "--out", help="Where to write evaluation.json and figures (default: RUN_DIR)."
     ),
-    seed: int | None = typer.Option(
+    seed: Optional[int] = typer.Option(  # noqa: UP045
         None, "--seed", help="Evaluation seed for corruptions / OOD sets (default: the run's)."
     ),
     ood: str = typer.Option("gaussian,uniform,shuffled,photos", "--ood", help="Far-OOD sets to evaluate."),
     threads: int = typer.Option(1, "--threads", min=1, help="torch intra-op threads."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables."),
+    wide: bool = typer.Option(False, "--wide", help="Print every metric in one table."),
 ) -> None:
     """Re-evaluate every checkpoint in RUN_DIR/models: clean, corrupted, OOD, selective, diversity."""
     import torch
@@ -90,18 +367,16 @@ def evaluate(
     from .evaluate_run import evaluate_run
 
     torch.set_num_threads(threads)
-    evaluate_run(run_dir, out=out, seed=seed, ood=ood)
+    with _clean_errors():
+        evaluate_run(run_dir, out=out, seed=seed, ood=ood, quiet=quiet, wide=wide)
 
 
-def _register_experiments() -> None:
-    from .experiments import discover
-
-    for name, fn in discover().items():
-        experiment_app.command(name)(fn)
+def main() -> None:  # pragma: no cover - the console script
+    """Entry point of the ``ensemblize`` console script and ``python -m ensemblize``."""
+    app()
 
 
-_register_experiments()
-
+_register()
 
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    main()

@@ -1,37 +1,103 @@
 """The default job: single model, deep ensemble and σN-Ens on the embedded digits, evaluated fully.
 
-``ensemblize run`` trains the three methods with the same backbone and budget, prints the headline
-table (accuracy, NLL, ECE with 15 equal-width bins on p̄, Brier, parameters, train seconds) and a
-second table with shift / OOD / selective / diversity metrics, writes ``results.json``, the
-checkpoints (``models/``) and the figures into the run folder.
+``ensemblize run`` (:func:`run_default`) checks every argument first, then trains the three methods
+with the same backbone and budget — three independent jobs (:mod:`ensemblize.experiments.jobs`),
+in process by default — prints the headline table (accuracy, NLL, ECE with 15 equal-width bins on
+p̄, Brier, parameters, train seconds) and the shift / OOD / selective / diversity metrics in tables
+at most 100 characters wide, and writes ``results.json``, the checkpoints (``models/``), the figures
+and the manifest into the run folder.
+
+Under ``torchrun --nproc-per-node N`` each model trains with DistributedDataParallel
+(:mod:`ensemblize.training.distributed`); only rank 0 prints and writes files.
 """
 
 from __future__ import annotations
 
-import json
-import time
+import math
+import os
+from dataclasses import asdict
+from numbers import Integral, Real
 from pathlib import Path
+from typing import Any
 
-import torch
-
-from .checkpoint import atomic_write_json
-from .data.images import load_digits
-from .data.ood import held_out_classes, parse_ood_names
-from .evaluation import CLEAN_METRICS, HEADLINE_METRICS, EvalSpec
-from .report.figures import evaluation_figures
-from .report.results import format_table, write_results
-from .runner import MethodSpec, TrainConfig, run_method
-
-__all__ = ["run_default", "DEFAULT_TAU", "DEFAULT_LAM"]
+__all__ = ["run_default", "default_method_job", "DEFAULT_TAU", "DEFAULT_LAM"]
 
 #: σN-Ens regulariser used by the default job (chosen on the digits *validation* split, see README).
 DEFAULT_TAU = 5.0
 DEFAULT_LAM = 0.5
 
 
+def _splits(seed: int, heldout: bool):
+    from .data.images import load_digits
+    from .data.ood import held_out_classes
+
+    if heldout:
+        split = held_out_classes(seed)
+        return split.splits, {"heldout": split.x_ood}
+    return load_digits(seed=seed), None
+
+
+def default_method_job(
+    *,
+    spec: dict[str, Any],
+    seed: int,
+    epochs: int,
+    far_ood: list[str],
+    heldout: bool,
+    evaluate: bool,
+    out: str,
+) -> dict[str, Any]:
+    """One job of the default job: train and evaluate ``MethodSpec(**spec)``; returns the record and
+    the evaluation (metrics, details, seconds) for the figures."""
+    from .evaluation import EvalSpec
+    from .experiments.jobs import training_progress
+    from .runner import MethodSpec, TrainConfig, run_method
+
+    splits, extra_ood = _splits(seed, heldout)
+    eval_spec = EvalSpec(ood=tuple(far_ood)) if evaluate else EvalSpec.none()
+    outcome = run_method(
+        MethodSpec(**spec),
+        splits,
+        train=TrainConfig(epochs=epochs),
+        seed=seed,
+        eval_spec=eval_spec,
+        out=out,
+        extra_ood=extra_ood,
+        progress=training_progress(),
+    )
+    return {"records": [outcome.record.to_dict()], "extras": {"evaluation": outcome.evaluation.to_json()}}
+
+
+def _describe(records: list[dict[str, Any]]) -> str:
+    r = records[0]
+    return f"trained in {r['train_seconds']:.1f} s, evaluated in {r['eval_seconds']:.1f} s"
+
+
+def _check(*, seed: Any, epochs: Any, members: Any, model: Any, tau: Any, lam: Any, ood: Any) -> list[str]:
+    """Every argument, before any work; returns the OOD names. OptionError names the option."""
+    from .data.ood import NAMES
+    from .experiments.options import OptionError, choice, split_list
+    from .models import registry
+
+    for option, value, low in (("--seed", seed, 0), ("--epochs", epochs, 1), ("--members", members, 2)):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
+            raise OptionError(option, f"must be an integer ≥ {low}, got {value!r}")
+    choice(model, option="--model", allowed=getattr(registry, "IMAGE_MODELS", registry.MODEL_NAMES))
+    for option, value, strict in (("--tau", tau, True), ("--lam", lam, False)):
+        ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok or value < 0 or (strict and value == 0):
+            raise OptionError(option, f"must be a finite number {'>' if strict else '≥'} 0, got {value!r}")
+    names = split_list(ood, option="--ood")
+    allowed = (*NAMES, "heldout")
+    bad = [n for n in names if n not in allowed]
+    if bad:
+        raise OptionError("--ood", f"unknown {bad}; choose from {', '.join(allowed)}")
+    return names
+
+
 def run_default(
     *,
-    out: Path,
+    out: str | Path = "runs/default",
     seed: int = 0,
     epochs: int = 15,
     members: int = 4,
@@ -40,72 +106,83 @@ def run_default(
     ood: str = "gaussian,uniform,shuffled,photos",
     tau: float = DEFAULT_TAU,
     lam: float = DEFAULT_LAM,
-    progress: bool | None = None,
+    execution: Any = None,
 ) -> list[dict]:
     """Run the default job into ``out``; returns the result records (see module doc).
 
     ``ood``: comma-separated far-OOD sets, plus ``heldout`` to train on digits 0–5 and use 6–9 as
-    near-OOD (the task then has 6 classes).
+    near-OOD (the task then has 6 classes). ``execution``: an
+    :class:`~ensemblize.experiments.jobs.Execution` (workers, resume / overwrite, quiet, ...).
     """
-    start = time.perf_counter()
-    out = Path(out)
-    names = [n.strip() for n in ood.split(",") if n.strip()]
-    near = "heldout" in names
-    far = (
-        parse_ood_names([n for n in names if n != "heldout"]) if [n for n in names if n != "heldout"] else ()
-    )
-    if near:
-        split = held_out_classes(seed)
-        splits, extra_ood = split.splits, {"heldout": split.x_ood}
-    else:
-        splits, extra_ood = load_digits(seed=seed), None
-    spec = EvalSpec(ood=tuple(far)) if evaluate else EvalSpec.none()
-    train = TrainConfig(epochs=epochs)
-    methods = [
+    from .evaluation.names import HEADLINE_METRICS
+    from .experiments.jobs import Execution, Job, merged_records
+    from .report.results import console_tables
+    from .runner import MethodSpec
+
+    names = _check(seed=seed, epochs=epochs, members=members, model=model, tau=tau, lam=lam, ood=ood)
+    ex = execution or Execution()
+    main = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 prints and writes
+    if not main:
+        ex = Execution(quiet=True, threads=ex.threads)
+    heldout = "heldout" in names
+    far = [n for n in names if n != "heldout"]
+    specs = [
         MethodSpec("single", model=model),
         MethodSpec("deep", model=model, members=members, label="deep_ensemble"),
         MethodSpec("sigma", model=model, members=members, tau=tau, lam=lam, label="sigma_ens"),
     ]
-    print(f"ensemblize run: {splits.describe()}; backbone {model}, {epochs} epochs, M={members}, seed {seed}")
-    records, evals = [], {}
-    for m in methods:
-        outcome = run_method(
-            m, splits, train=train, seed=seed, eval_spec=spec, out=out, extra_ood=extra_ood, progress=progress
-        )
-        records.append(outcome.record.to_dict())
-        evals[m.name] = outcome.evaluation
+    common = {"seed": seed, "epochs": epochs, "far_ood": far, "heldout": heldout, "evaluate": evaluate}
+    jobs = [
+        Job.make("run", default_method_job, f"{s.name}", spec=asdict(s), out=str(out), **common)
+        for s in specs
+    ]
+    settings = {**common, "members": members, "model": model, "tau": tau, "lam": lam}
+    if not ex.quiet:
+        describe = _splits(seed, heldout)[0].describe()
         print(
-            f"  {m.name}: trained in {outcome.record.train_seconds:.1f}s, evaluated in {outcome.evaluation.seconds:.1f}s"
+            f"ensemblize run: {describe}; backbone {model}, {epochs} epochs, M={members}, seed {seed}",
+            flush=True,
         )
-    write_results(out, records)
-    figures = evaluation_figures(evals, out)
-    atomic_write_json(
-        out / "run.json",
-        {
-            "command": "run",
-            "seed": seed,
-            "epochs": epochs,
-            "members": members,
-            "model": model,
-            "ood": names,
-            "tau": tau,
-            "lam": lam,
-            "torch_threads": torch.get_num_threads(),
-            "wall_seconds": time.perf_counter() - start,
-        },
-    )
-    print()
-    print(format_table(records, metrics=list(CLEAN_METRICS)))
-    if evaluate:
-        print()
-        print(
-            format_table(
-                records,
-                metrics=[k for k in HEADLINE_METRICS[len(CLEAN_METRICS) :] if k in records[0]["metrics"]],
-            )
-        )
-    print(
-        f"\nwrote {out / 'results.json'} and {', '.join(p.name for p in figures)} "
-        f"in {time.perf_counter() - start:.0f}s"
-    )
-    return json.loads((out / "results.json").read_text())
+    with _writer(out, settings, ex, main) as folder:
+        results = folder.run(jobs, describe=_describe)
+        records = merged_records(results)
+        figures = _figures(results, Path(out)) if main else []
+        if not ex.quiet:
+            present = [k for k in HEADLINE_METRICS if k in records[0]["metrics"]]
+            print("\n" + console_tables(records, metrics=present, by=("dataset", "method"), wide=ex.wide))
+            print(f"\nwrote {Path(out) / 'results.json'} and {', '.join(p.name for p in figures)}")
+    return records
+
+
+def _writer(out: str | Path, settings: dict, ex: Any, main: bool):
+    """The run folder on rank 0; elsewhere a stand-in that runs the jobs and writes nothing."""
+    from .experiments.jobs import experiment_folder
+
+    if main:
+        return experiment_folder(out, experiment="run", settings=settings, execution=ex)
+    return _NoFolder(ex)
+
+
+class _NoFolder:
+    """What ranks other than 0 use under torchrun: the same jobs (DDP needs every rank), no files."""
+
+    def __init__(self, ex: Any) -> None:
+        self.ex = ex
+
+    def __enter__(self) -> _NoFolder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def run(self, jobs: list, *, describe: Any = None) -> list:
+        from .experiments.jobs import execute
+
+        return [execute(j) for j in jobs]
+
+
+def _figures(results: list, out: Path) -> list[Path]:
+    from .experiments.image import evaluations_by_method
+    from .report.figures import evaluation_figures
+
+    return evaluation_figures(evaluations_by_method(results), out)

@@ -1,21 +1,50 @@
-"""``ensemblize evaluate RUN_DIR``: rebuild every checkpoint of a run and evaluate it again."""
+"""``ensemblize evaluate RUN_DIR``: rebuild every checkpoint of a finished run and evaluate it again.
+
+The run must be complete (its manifest, :func:`ensemblize.run_folder.read_manifest`, lists every
+file with its hash): a folder from an interrupted run, or whose models changed afterwards, is
+refused. Results go to ``evaluation.json`` and the figures into ``out`` (default: the run folder,
+whose manifest is then rewritten under the folder's lock). Every file written is named, marked
+"replaced" when it overwrote an earlier one.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
-
-from .checkpoint import checkpoint_paths
-from .data.images import load_digits
-from .data.ood import held_out_classes, parse_ood_names
-from .evaluation import HEADLINE_METRICS, EvalSpec, evaluate_classifier
-from .models.ensembles import count_parameters
-from .report.figures import evaluation_figures
-from .report.results import Record, format_table, load_results, write_results
-from .runner import load_method
+from typing import Any
 
 __all__ = ["evaluate_run"]
+
+
+def _splits(meta: dict[str, Any]):
+    from .data.images import load_digits
+    from .data.ood import held_out_classes
+
+    if meta["dataset"] != "digits":
+        raise ValueError(
+            f"evaluate supports digits runs here; dataset {meta['dataset']!r} needs its data root"
+        )
+    if meta["num_classes"] < 10:  # the held-out-class task: digits 0-5, 6-9 are near-OOD
+        near = held_out_classes(meta["seed"])
+        return near.splits, {"heldout": near.x_ood}
+    return load_digits(seed=meta["seed"]), None
+
+
+@contextlib.contextmanager
+def _output(run_dir: Path, out: Path, manifest: dict[str, Any]) -> Iterator[None]:
+    """Writing into the run folder re-opens it (lock held) and rewrites its manifest at the end."""
+    if out.resolve() != run_dir.resolve():
+        out.mkdir(parents=True, exist_ok=True)
+        yield
+        return
+    from .run_folder import RunFolder
+
+    with RunFolder(run_dir, config=manifest["config"], mode="resume") as folder:
+        yield
+        folder.complete(**{k: v for k, v in manifest.items() if k not in ("config", "files", "complete")})
 
 
 def evaluate_run(
@@ -24,66 +53,72 @@ def evaluate_run(
     out: str | Path | None = None,
     seed: int | None = None,
     ood: str = "gaussian,uniform,shuffled,photos",
+    quiet: bool = False,
+    wide: bool = False,
 ) -> list[dict]:
-    """Evaluate every ``models/*.json`` checkpoint under ``run_dir``; write ``evaluation.json`` + figures."""
+    """Evaluate every ``models/*.json`` checkpoint under ``run_dir``; write ``evaluation.json`` + figures.
+
+    ``seed``: the corruption / OOD-set seed (default: each checkpoint's training seed); ``ood``:
+    comma-separated far-OOD sets; ``quiet``: no progress and no table; ``wide``: one table.
+    """
+    from .checkpoint import checkpoint_paths
+    from .data.ood import parse_ood_names
+    from .evaluation import HEADLINE_METRICS, EvalSpec, evaluate_classifier
+    from .models.ensembles import count_parameters
+    from .report.figures import evaluation_figures
+    from .report.results import Record, console_tables, load_results, write_results
+    from .run_folder import read_manifest
+    from .runner import load_method
+    from .training.progress import Progress
+
     run_dir = Path(run_dir)
     out = Path(out) if out is not None else run_dir
+    far = parse_ood_names(ood)
     stems = sorted(p.with_name(p.name[: -len(".json")]) for p in (run_dir / "models").glob("*.json"))
     if not stems:
         raise FileNotFoundError(
             f"no checkpoints under {run_dir / 'models'}; run `ensemblize run --out {run_dir}` first"
         )
-    trained = (
-        {(r["method"], r["seed"]): r for r in load_results(run_dir)}
-        if (run_dir / "results.json").is_file()
-        else {}
-    )
+    manifest = read_manifest(run_dir)
+    trained = {(r["method"], r["seed"]): r for r in load_results(run_dir)}
     records, evals = [], {}
     start = time.perf_counter()
+    bar = Progress(len(stems), desc=f"evaluate {run_dir.name}", unit="checkpoint", enabled=not quiet)
     for stem in stems:
         meta = json.loads(checkpoint_paths(stem)[1].read_text())
-        run_seed = meta["seed"]
-        if meta["dataset"] != "digits":
-            raise ValueError(
-                f"{stem}: evaluate supports digits runs here; dataset {meta['dataset']!r} needs its data root"
-            )
-        heldout = meta["num_classes"] < 10
-        if heldout:
-            near = held_out_classes(run_seed)
-            splits, extra = near.splits, {"heldout": near.x_ood}
-        else:
-            splits, extra = load_digits(seed=run_seed), None
+        splits, extra = _splits(meta)
         module, spec, _ = load_method(stem, splits)
         ev = evaluate_classifier(
             module,
             splits,
-            spec=EvalSpec(ood=parse_ood_names(ood)),
-            seed=run_seed if seed is None else seed,
+            spec=EvalSpec(ood=far),
+            seed=meta["seed"] if seed is None else seed,
             extra_ood=extra,
         )
-        prev = trained.get((spec.name, run_seed), {})
-        records.append(
-            Record(
-                method=spec.name,
-                dataset=splits.name,
-                seed=run_seed,
-                members=spec.effective_members,
-                params=count_parameters(module),
-                train_seconds=prev.get("train_seconds", float("nan")),
-                metrics=ev.metrics,
-                extra={"eval_seconds": ev.seconds},
-            ).to_dict()
+        prev = trained.get((spec.name, meta["seed"]), {})
+        record = Record(
+            method=spec.name,
+            dataset=splits.name,
+            seed=meta["seed"],
+            members=spec.effective_members,
+            params=count_parameters(module),
+            train_seconds=prev.get("train_seconds", float("nan")),
+            metrics=ev.metrics,
+            extra={"eval_seconds": ev.seconds},
         )
-        evals[f"{spec.name} s{run_seed}"] = ev
-    write_results(out, records, name="evaluation.json")
-    evaluation_figures(evals, out)
-    print(
-        format_table(
-            records,
-            metrics=list(HEADLINE_METRICS),
-        )
-    )
-    print(
-        f"\nevaluated {len(records)} checkpoint(s) in {time.perf_counter() - start:.0f}s -> {out / 'evaluation.json'}"
-    )
+        records.append(record.to_dict())
+        evals.setdefault(spec.name, []).append(ev)
+        bar.update({"accuracy": ev.metrics["accuracy"], "ece": ev.metrics["ece"]})
+    bar.close()
+    targets = [out / "evaluation.json"]
+    existed = {p for p in out.glob("*") if p.is_file()} if out.is_dir() else set()
+    with _output(run_dir, out, manifest):
+        write_results(out, records, name="evaluation.json")
+        targets += evaluation_figures(evals, out)
+    if not quiet:
+        present = [m for m in HEADLINE_METRICS if m in records[0]["metrics"]]
+        print(console_tables(records, metrics=present, by=("dataset", "method"), wide=wide))
+        print(f"\nevaluated {len(records)} checkpoint(s) in {time.perf_counter() - start:.1f} s; wrote:")
+        for path in targets:
+            print(f"  {path}{' (replaced)' if path in existed else ''}")
     return records

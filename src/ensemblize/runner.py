@@ -20,15 +20,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from .calibration import TemperatureScaled, fit_temperature
 from .checkpoint import load_checkpoint, load_state_strict, save_checkpoint
 from .data.images import ImageSplits
-from .diversity import sharing, softmax_temperature_loss
 from .evaluation import EvalSpec, Evaluation, evaluate_classifier
 from .models.ensembles import count_parameters
 from .models.registry import build_ensemble
+from .models.temperature_scaling import TemperatureScaled, fit_temperature
 from .report.results import Record
-from .training import fit, predict
+from .sigma.gate_sharing import sharing
+from .sigma.regularizer import softmax_temperature_loss
+from .training import distributed as D
+from .training import fit, logits_of, predict_outputs
 
 __all__ = ["MethodSpec", "TrainConfig", "RunOutcome", "METHODS", "build_method", "run_method", "load_method"]
 
@@ -150,16 +152,12 @@ def run_method(
     )
     extra: dict[str, Any] = {"setting": spec.name}
     if spec.method == "temp_scaled":
-        with torch.no_grad():
-            module.eval()
-            logits = torch.cat(
-                [module(splits.x_val[i : i + 512].to(device)).cpu() for i in range(0, len(splits.x_val), 512)]
-            )
+        logits = predict_outputs(module, splits.x_val, transform=logits_of, device=device)
         temperature = fit_temperature(logits, splits.y_val)
         module = TemperatureScaled(module, temperature)
         extra["temperature"] = temperature
     train_seconds = time.perf_counter() - start
-    if out is not None:
+    if out is not None and D.current().is_main:  # under torchrun only rank 0 writes
         save_method(module, spec, splits, seed=seed, path=Path(out) / "models" / f"{spec.name}_seed{seed}")
     evaluation = evaluate_classifier(
         module, splits, spec=eval_spec, seed=seed, extra_ood=extra_ood, device=device
@@ -182,21 +180,17 @@ def run_method(
             **extra,
             "epochs": result.epochs_run,
             "eval_seconds": evaluation.seconds,
-            "spec": _spec_json(spec),
+            "spec": asdict(spec),
         },
     )
     return RunOutcome(record=record, evaluation=evaluation, model=module, history=result.history)
-
-
-def _spec_json(spec: MethodSpec) -> dict[str, Any]:
-    return asdict(spec)
 
 
 def save_method(module: nn.Module, spec: MethodSpec, splits: ImageSplits, *, seed: int, path: Path) -> Path:
     """Write ``module``'s weights and what is needed to rebuild it (spec, data shape, seed)."""
     meta = {
         "format": "ensemblize.method/1",
-        "spec": _spec_json(spec),
+        "spec": asdict(spec),
         "dataset": splits.name,
         "seed": seed,
         "in_channels": splits.in_channels,
@@ -224,8 +218,3 @@ def load_method(path: str | Path, splits: ImageSplits) -> tuple[nn.Module, Metho
         module = TemperatureScaled(module, meta["temperature"])
     load_state_strict(module, tensors, what=str(path))
     return module, spec, meta
-
-
-def member_probabilities(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """(N, M, C) member probabilities of ``module`` on ``x`` (eval mode)."""
-    return predict(module, x)

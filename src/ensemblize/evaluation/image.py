@@ -80,6 +80,35 @@ class Evaluation:
     details: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
+    def to_json(self) -> dict[str, Any]:
+        """``{"metrics", "details", "seconds"}`` with arrays as lists (JSON-able)."""
+        return {
+            "metrics": dict(self.metrics),
+            "details": _lists(self.details),
+            "seconds": float(self.seconds),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Evaluation:
+        """The inverse of :meth:`to_json` (lists of numbers become float arrays)."""
+        return cls(metrics=dict(data["metrics"]), details=_arrays(data["details"]), seconds=data["seconds"])
+
+
+def _lists(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _lists(v) for k, v in x.items()}
+    if isinstance(x, np.ndarray | np.generic):
+        return x.tolist()
+    return x
+
+
+def _arrays(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _arrays(v) for k, v in x.items()}
+    if isinstance(x, list) and all(isinstance(v, int | float) for v in x):
+        return np.asarray(x, dtype=float)
+    return x
+
 
 def _np(x: Tensor) -> np.ndarray:
     return x.detach().cpu().double().numpy()

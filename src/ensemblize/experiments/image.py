@@ -1,23 +1,28 @@
 """Image experiments (σN-Ens paper): method comparison, τ sweep, ensemble size, fine-tuning, λ sweep.
 
-Commands (``ensemblize experiment NAME``), all on ``--dataset digits`` by default (``cifar10`` /
-``cifar100`` with ``--data-root``; same code path, ``--device cuda`` where available):
+Each experiment is a plain function (Python defaults, lists for grids) that expands into independent
+jobs (:mod:`ensemblize.experiments.jobs`), one per trained model (method × seed × setting), runs them
+in process, on local worker processes or on a Dask cluster (``execution``), and writes its tables
+and figures from the merged records:
 
-* ``compare`` — single, temperature-scaled single, deep ensemble, BatchEnsemble, Packed-Ensembles
-  and σN-Ens with the same backbone and epoch budget, every metric of the evaluation suite;
-* ``tau-sweep`` — σN-Ens over a log grid of τ at fixed λ: accuracy–ECE and NLL–ECE frontiers,
+* :func:`compare` — single, temperature-scaled single, deep ensemble, BatchEnsemble,
+  Packed-Ensembles and σN-Ens with the same backbone and epoch budget, every metric of the
+  evaluation suite;
+* :func:`tau_sweep` — σN-Ens over a log grid of τ at fixed λ: accuracy–ECE and NLL–ECE frontiers,
   diversity vs τ, owners-per-feature heatmap (layer × τ);
-* ``members`` — σN-Ens and Packed-Ensembles for M ∈ {2, 4, 8, 16} at a fixed backbone width;
-* ``finetune`` — a trained single model converted with :func:`ensemblize.sigma_ensemble` and
+* :func:`members_sweep` — σN-Ens and Packed-Ensembles for M ∈ {2, 4, 8, 16} at a fixed backbone width;
+* :func:`finetune` — a trained single model converted with :func:`ensemblize.sigma_ensemble` and
   fine-tuned with the regulariser, against the single model, σN-Ens from scratch and the deep ensemble;
-* ``lambda`` — σN-Ens over λ at fixed τ.
+* :func:`lambda_sweep` — σN-Ens over λ at fixed τ.
 
-Every model goes through :func:`ensemblize.runner.run_method` (training, checkpoint, evaluation);
-each record also carries validation metrics (``val_accuracy``, ``val_nll``, ``val_ece``) so that any
-choice among settings is made on validation, never test. Each command writes ``results.json``,
-``table.md`` (mean ± std over seeds) and its figures into ``--out`` and prints the table.
+All run on ``dataset="digits"`` by default (``cifar10`` / ``cifar100`` with ``data_root``; same code
+path, ``device="cuda"`` where available). Every model goes through :func:`method_job` →
+:func:`ensemblize.runner.run_method` (training, checkpoint, evaluation); each record also carries
+validation metrics (``val_accuracy``, ``val_nll``, ``val_ece``) so that any choice among settings is
+made on validation, never test. Each experiment writes ``results.json``, ``table.md`` (mean ± std over
+seeds), ``run.json`` and its figures into ``out``, prints the headline table and returns the records.
 
-Evaluation presets (``--eval``, see :func:`eval_spec`): ``full`` (every corruption kind on the
+Evaluation presets (``evaluation``, see :func:`eval_spec`): ``full`` (every corruption kind on the
 whole test set, every far-OOD set), ``reduced`` (:data:`REDUCED_CORRUPTIONS` on at most 200 test
 images, all severities, every far-OOD set) and ``tiny`` (tests).
 """
@@ -26,22 +31,30 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import typer
-
 from ..evaluation.names import HEADLINE_METRICS
+from . import options as O
+from .jobs import Execution, Job, JobResult, OptionError, experiment_folder, merged_records, training_progress
 
 __all__ = [
-    "COMMANDS",
+    "EXPERIMENTS",
+    "evaluations_by_method",
     "REDUCED_CORRUPTIONS",
     "HEADLINE",
+    "EVAL_PRESETS",
+    "IMAGE_DATASETS",
+    "compare",
+    "tau_sweep",
+    "lambda_sweep",
+    "members_sweep",
+    "finetune",
+    "method_job",
+    "finetune_job",
     "eval_spec",
-    "parse_floats",
-    "parse_ints",
     "group_stats",
     "frontier_points",
     "pareto_front",
@@ -58,45 +71,26 @@ REDUCED_CORRUPTIONS = ("gaussian_noise", "gaussian_blur", "contrast", "pixelate"
 #: Metrics printed by every command (all metrics are in results.json).
 HEADLINE = list(HEADLINE_METRICS)
 
-
-# --- small helpers (pure, unit-tested) ------------------------------------------------------------
-
-
-def parse_floats(text: str, *, name: str) -> list[float]:
-    """``"0.05,0.1"`` -> ``[0.05, 0.1]``; every value must be finite and > 0."""
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError as e:
-        raise typer.BadParameter(f"--{name} must be comma-separated numbers, got {text!r}") from e
-    if not values or any(not math.isfinite(v) or v <= 0 for v in values):
-        raise typer.BadParameter(f"--{name} must be a non-empty list of positive numbers, got {text!r}")
-    return values
-
-
-def parse_ints(text: str, *, name: str, minimum: int = 0) -> list[int]:
-    """``"0,1,2"`` -> ``[0, 1, 2]``; every value must be an integer ≥ ``minimum``."""
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError as e:
-        raise typer.BadParameter(f"--{name} must be comma-separated integers, got {text!r}") from e
-    if not values or any(v < minimum for v in values):
-        raise typer.BadParameter(f"--{name} must be a non-empty list of integers ≥ {minimum}, got {text!r}")
-    return values
+EVAL_PRESETS = ("full", "reduced", "tiny")
+IMAGE_DATASETS = ("digits", "cifar10", "cifar100")
+METHOD_NAMES = ("single", "temp_scaled", "deep", "batchensemble", "packed", "sigma")
 
 
 def eval_spec(preset: str):
-    """The :class:`~ensemblize.evaluation.EvalSpec` of an ``--eval`` preset: full, reduced or tiny."""
+    """The :class:`~ensemblize.evaluation.EvalSpec` of an evaluation preset: full, reduced or tiny."""
     from ensemblize.evaluation import EvalSpec
 
+    O.choice(preset, option="--eval", allowed=EVAL_PRESETS)
     if preset == "full":
         return EvalSpec()
     if preset == "reduced":
         return EvalSpec(corruptions=REDUCED_CORRUPTIONS, corruption_samples=200)
-    if preset == "tiny":
-        return EvalSpec(
-            corruptions=("gaussian_noise",), severities=(1, 5), corruption_samples=40, ood=("gaussian",)
-        )
-    raise typer.BadParameter(f"--eval must be one of full, reduced, tiny; got {preset!r}")
+    return EvalSpec(
+        corruptions=("gaussian_noise",), severities=(1, 5), corruption_samples=40, ood=("gaussian",)
+    )
+
+
+# --- small helpers (pure, unit-tested) ------------------------------------------------------------
 
 
 def group_stats(
@@ -157,7 +151,7 @@ def setting_label(param: str, value: float) -> str:
 
 def layer_sharing(model: Any) -> list[dict[str, Any]]:
     """Per σNorm layer of ``model``: :meth:`ensemblize.diversity.LayerSharing.to_dict` (name, mean owners, ...)."""
-    from ensemblize.diversity import sharing
+    from ensemblize.sigma.gate_sharing import sharing
 
     return [s.to_dict() for s in sharing(model)]
 
@@ -213,97 +207,6 @@ def markdown_table(
     return "\n".join(lines)
 
 
-# --- shared machinery ------------------------------------------------------------------------------
-
-
-def _load(dataset: str, seed: int, root: Path | None, *, heldout: bool = False):
-    """``(splits, extra_ood)`` for one seed; ``heldout`` (digits only) trains on 0–5, 6–9 are near-OOD."""
-    from ensemblize.data.images import load_images
-    from ensemblize.data.ood import held_out_classes
-
-    if heldout:
-        if dataset != "digits":
-            raise typer.BadParameter(f"--heldout is only available for digits, not {dataset!r}")
-        near = held_out_classes(seed)
-        return near.splits, {"heldout": near.x_ood}
-    return load_images(dataset, seed=seed, root=root), None
-
-
-def _val_metrics(model, splits, *, device: str) -> dict[str, float]:
-    """Accuracy, NLL and ECE on the validation split (for choices made on validation)."""
-    from ensemblize import metrics as M
-    from ensemblize.training import predict
-
-    p = predict(model, splits.x_val, device=device).detach().cpu().double().numpy()
-    y = splits.y_val.numpy()
-    return {
-        "val_accuracy": float(M.accuracy(p, y)),
-        "val_nll": float(M.nll(p, y)),
-        "val_ece": float(M.ece(p, y, n_bins=15)),
-    }
-
-
-def _run(spec, splits, *, train, seed, evals, out, extra_ood, device, model=None) -> tuple[dict, Any]:
-    """run_method + validation metrics + σNorm sharing; returns (record dict, RunOutcome)."""
-    from ensemblize.runner import run_method
-
-    t0 = time.perf_counter()
-    outcome = run_method(
-        spec,
-        splits,
-        train=train,
-        seed=seed,
-        eval_spec=evals,
-        out=out,
-        extra_ood=extra_ood,
-        model=model,
-        progress=False,
-        device=device,
-    )
-    outcome.record.metrics.update(_val_metrics(outcome.model, splits, device=device))
-    rec = outcome.record.to_dict()
-    if spec.method == "sigma":
-        rec["sharing"] = layer_sharing(outcome.model)
-    m = rec["metrics"]
-    typer.echo(
-        f"  {spec.name} seed={seed}: acc {m['accuracy']:.4f} nll {m['nll']:.4f} ece {m['ece']:.4f} "
-        f"({time.perf_counter() - t0:.0f}s)",
-        err=True,
-    )
-    return rec, outcome
-
-
-def _setup(out: Path, threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(threads)
-    out.mkdir(parents=True, exist_ok=True)
-
-
-def _finish(
-    out: Path, records: list[dict], *, metrics: Sequence[str], command: str, settings: dict, start: float
-) -> str:
-    """Write results.json, table.md and run.json; print and return the table."""
-    from ensemblize.checkpoint import atomic_write_json, atomic_write_text
-    from ensemblize.report.results import format_table, write_results
-
-    write_results(out, records)
-    present = [m for m in metrics if any(m in r["metrics"] for r in records)]
-    table = markdown_table(records, metrics=present)
-    atomic_write_text(out / "table.md", table + "\n")
-    atomic_write_json(
-        out / "run.json",
-        {"command": command, **settings, "wall_seconds": time.perf_counter() - start},
-    )
-    text = format_table(records, metrics=present, by=("method",))
-    typer.echo(text)
-    return text
-
-
-def _model_kwargs(width: int | None) -> dict[str, Any]:
-    return {} if width is None else {"width": width}
-
-
 def _errorbar_panels(
     panels: Sequence[tuple[str, Mapping[str, list[tuple[float, float, float]]]]],
     path: Path,
@@ -334,126 +237,6 @@ def _errorbar_panels(
     return save_figure(fig, path)
 
 
-# --- options shared by every command ---------------------------------------------------------------
-
-_DATASET = typer.Option("digits", "--dataset", help="digits, cifar10 or cifar100.")
-_ROOT = typer.Option(None, "--data-root", help="Folder with the extracted CIFAR archive.")
-_MODEL = typer.Option("resnet_small", "--model", help="Backbone: resnet_small, resnet18, wrn28, vit_small.")
-_WIDTH = typer.Option(None, "--width", min=1, help="Backbone base width (default: the backbone's own).")
-_EPOCHS = typer.Option(
-    15, "--epochs", min=1, help="Training epochs per model (same budget for every method)."
-)
-_SEEDS = typer.Option("0,1,2", "--seeds", help="Comma-separated seeds (data split, init, batch order).")
-_DEVICE = typer.Option("cpu", "--device", help="torch device, e.g. cuda.")
-_THREADS = typer.Option(1, "--threads", min=1, help="torch intra-op threads.")
-
-
-def _train(epochs: int):
-    from ensemblize.runner import TrainConfig
-
-    return TrainConfig(epochs=epochs)
-
-
-# --- compare ---------------------------------------------------------------------------------------
-
-
-def compare(
-    dataset: str = _DATASET,
-    data_root: Path | None = _ROOT,
-    model: str = _MODEL,
-    width: int | None = _WIDTH,
-    epochs: int = _EPOCHS,
-    seeds: str = _SEEDS,
-    members: int = typer.Option(4, "--members", min=2, help="Ensemble size M of every ensemble."),
-    tau: float = typer.Option(
-        5.0, "--tau", help="σN-Ens τ (default job's value, chosen on digits validation)."
-    ),
-    lam: float = typer.Option(0.5, "--lam", help="σN-Ens λ (default job's value)."),
-    methods: str = typer.Option(
-        "single,temp_scaled,deep,batchensemble,packed,sigma", "--methods", help="Comma-separated subset."
-    ),
-    evaluation: str = typer.Option("full", "--eval", help="Evaluation preset: full, reduced, tiny."),
-    out: Path = typer.Option(Path("runs/image-compare"), "--out", help="Output folder."),
-    device: str = _DEVICE,
-    threads: int = _THREADS,
-) -> None:
-    """Every method, same backbone and budget: the full evaluation suite, mean ± std over seeds."""
-    from ensemblize.report.figures import evaluation_figures
-    from ensemblize.runner import METHODS, MethodSpec
-
-    start = time.perf_counter()
-    seed_list = parse_ints(seeds, name="seeds")
-    chosen = [m.strip() for m in methods.split(",") if m.strip()]
-    bad = [m for m in chosen if m not in METHODS]
-    if bad or not chosen:
-        raise typer.BadParameter(f"--methods: unknown {bad}; choose from {list(METHODS)}")
-    labels = {"deep": "deep_ensemble", "sigma": "sigma_ens"}
-    kw = _model_kwargs(width)
-    specs = [
-        MethodSpec(
-            m,
-            model=model,
-            members=members if m not in ("single", "temp_scaled") else 1,
-            tau=tau,
-            lam=lam,
-            label=labels.get(m),
-            model_kwargs=kw,
-        )
-        for m in chosen
-    ]
-    _setup(out, threads)
-    evals = eval_spec(evaluation)
-    records: list[dict] = []
-    first: dict[str, Any] = {}
-    for seed in seed_list:
-        splits, extra = _load(dataset, seed, data_root)
-        for spec in specs:
-            rec, outcome = _run(
-                spec,
-                splits,
-                train=_train(epochs),
-                seed=seed,
-                evals=evals,
-                out=out,
-                extra_ood=extra,
-                device=device,
-            )
-            records.append(rec)
-            if seed == seed_list[0]:
-                first[spec.name] = outcome.evaluation
-            from ensemblize.report.results import write_results
-
-            write_results(out, records)
-    evaluation_figures(first, out)
-    _severity_figure(records, out / "severity_ece.png")
-    severities = [f"corr_ece_s{s}" for s in range(1, 6)]
-    _finish(
-        out,
-        records,
-        metrics=HEADLINE,
-        command="compare",
-        settings={
-            "dataset": dataset,
-            "model": model,
-            "width": width,
-            "epochs": epochs,
-            "seeds": seed_list,
-            "members": members,
-            "tau": tau,
-            "lam": lam,
-            "eval": evaluation,
-        },
-        start=start,
-    )
-    from ensemblize.checkpoint import atomic_write_text
-
-    atomic_write_text(
-        out / "table_severity.md",
-        markdown_table(records, metrics=["ece", *[s for s in severities if s in records[0]["metrics"]]])
-        + "\n",
-    )
-
-
 def _severity_figure(records: list[dict], path: Path) -> Path | None:
     """ECE and accuracy vs corruption severity (0 = clean), mean ± std over seeds, per method."""
     if "corr_ece_s1" not in records[0]["metrics"]:
@@ -470,59 +253,6 @@ def _severity_figure(records: list[dict], path: Path) -> Path | None:
         }
         panels.append((metric, series))
     return _errorbar_panels(panels, path, xlabel="corruption severity (0 = clean)")
-
-
-# --- tau / lambda sweeps ---------------------------------------------------------------------------
-
-
-def _sweep(
-    *,
-    param: str,
-    values: list[float],
-    fixed: dict[str, float],
-    dataset: str,
-    data_root: Path | None,
-    model: str,
-    width: int | None,
-    epochs: int,
-    seed_list: list[int],
-    members: int,
-    evals,
-    out: Path,
-    device: str,
-) -> list[dict]:
-    from ensemblize.report.results import write_results
-    from ensemblize.runner import MethodSpec
-
-    records: list[dict] = []
-    for seed in seed_list:
-        splits, extra = _load(dataset, seed, data_root)
-        for v in values:
-            knobs = {**fixed, param: v}
-            spec = MethodSpec(
-                "sigma",
-                model=model,
-                members=members,
-                label=setting_label(param, v),
-                model_kwargs=_model_kwargs(width),
-                **knobs,
-            )
-            rec, _ = _run(
-                spec,
-                splits,
-                train=_train(epochs),
-                seed=seed,
-                evals=evals,
-                out=out,
-                extra_ood=extra,
-                device=device,
-            )
-            rec[param] = v
-            records.append(rec)
-            write_results(out, records)
-    # order records by parameter value for the tables
-    records.sort(key=lambda r: (float(r["spec"][param]), r["seed"]))
-    return records
 
 
 SWEEP_METRICS = [
@@ -593,121 +323,414 @@ def _sweep_figures(records: list[dict], out: Path, *, param: str, symbol: str) -
     return paths
 
 
-def tau_sweep(
-    dataset: str = _DATASET,
-    data_root: Path | None = _ROOT,
-    model: str = _MODEL,
-    width: int | None = _WIDTH,
-    epochs: int = _EPOCHS,
-    seeds: str = _SEEDS,
-    members: int = typer.Option(4, "--members", min=2, help="Ensemble size M."),
-    taus: str = typer.Option("0.05,0.1,0.25,0.5,1,2,5", "--taus", help="Comma-separated τ grid."),
-    lam: float = typer.Option(0.5, "--lam", help="Fixed λ."),
-    evaluation: str = typer.Option("reduced", "--eval", help="Evaluation preset: full, reduced, tiny."),
-    out: Path = typer.Option(Path("runs/image-tau-sweep"), "--out", help="Output folder."),
-    device: str = _DEVICE,
-    threads: int = _THREADS,
-) -> None:
-    """σN-Ens over τ at fixed λ: frontiers, diversity and owners per feature per layer."""
-    start = time.perf_counter()
-    seed_list = parse_ints(seeds, name="seeds")
-    values = parse_floats(taus, name="taus")
-    _setup(out, threads)
-    records = _sweep(
-        param="tau",
-        values=values,
-        fixed={"lam": lam},
-        dataset=dataset,
-        data_root=data_root,
-        model=model,
-        width=width,
-        epochs=epochs,
-        seed_list=seed_list,
-        members=members,
-        evals=eval_spec(evaluation),
+# --- the job: one trained and evaluated model ---------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=2)
+def _load(dataset: str, seed: int, root: str | None, heldout: bool = False):
+    """``(splits, extra_ood)`` for one seed; ``heldout`` (digits only) trains on 0–5, 6–9 are near-OOD."""
+    from ensemblize.data.images import load_images
+    from ensemblize.data.ood import held_out_classes
+
+    if heldout:
+        near = held_out_classes(seed)
+        return near.splits, {"heldout": near.x_ood}
+    return load_images(dataset, seed=seed, root=None if root is None else Path(root)), None
+
+
+def _val_metrics(model, splits, *, device: str) -> dict[str, float]:
+    """Accuracy, NLL and ECE on the validation split (for choices made on validation)."""
+    from ensemblize import metrics as M
+    from ensemblize.training import predict
+
+    p = predict(model, splits.x_val, device=device).detach().cpu().double().numpy()
+    y = splits.y_val.numpy()
+    return {
+        "val_accuracy": float(M.accuracy(p, y)),
+        "val_nll": float(M.nll(p, y)),
+        "val_ece": float(M.ece(p, y, n_bins=15)),
+    }
+
+
+def _train_and_record(
+    spec, *, seed: int, data: Mapping, train: Mapping, evaluation: str, out: str, device: str, model=None
+):
+    """run_method + validation metrics + σNorm sharing; returns (record dict, RunOutcome)."""
+    from ensemblize.runner import TrainConfig, run_method
+
+    splits, extra = _load(data["dataset"], seed, data.get("data_root"), bool(data.get("heldout", False)))
+    outcome = run_method(
+        spec,
+        splits,
+        train=TrainConfig(**train),
+        seed=seed,
+        eval_spec=eval_spec(evaluation),
         out=out,
+        extra_ood=extra,
+        model=model,
+        progress=training_progress(),
         device=device,
     )
-    _sweep_figures(records, out, param="tau", symbol="τ")
-    _finish(
-        out,
-        records,
-        metrics=SWEEP_METRICS,
-        command="tau-sweep",
-        start=start,
-        settings={
-            "dataset": dataset,
-            "model": model,
-            "width": width,
-            "epochs": epochs,
-            "seeds": seed_list,
-            "members": members,
-            "taus": values,
-            "lam": lam,
-            "eval": evaluation,
+    outcome.record.metrics.update(_val_metrics(outcome.model, splits, device=device))
+    rec = outcome.record.to_dict()
+    if spec.method == "sigma":
+        rec["sharing"] = layer_sharing(outcome.model)
+    return rec, outcome
+
+
+def method_job(
+    *,
+    spec: Mapping[str, Any],
+    seed: int,
+    data: Mapping[str, Any],
+    train: Mapping[str, Any],
+    evaluation: str,
+    out: str,
+    device: str = "cpu",
+    details: bool = False,
+    tags: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One job: train and evaluate ``MethodSpec(**spec)`` on ``data`` (``dataset``, ``data_root``,
+    ``heldout``) for ``seed`` with ``TrainConfig(**train)``; checkpoint into ``out/models``.
+
+    Returns ``{"records": [record], "extras": {"evaluation": ...}}`` (the evaluation details for the
+    figures when ``details``); ``tags`` are extra record keys (e.g. the swept value).
+    """
+    from ensemblize.runner import MethodSpec
+
+    rec, outcome = _train_and_record(
+        MethodSpec(**spec), seed=seed, data=data, train=train, evaluation=evaluation, out=out, device=device
+    )
+    rec.update(tags or {})
+    return {
+        "records": [rec],
+        "extras": {"evaluation": outcome.evaluation.to_json()} if details else {},
+    }
+
+
+def finetune_job(
+    *,
+    single: Mapping[str, Any],
+    sigma: Mapping[str, Any],
+    members: int,
+    seed: int,
+    data: Mapping[str, Any],
+    train: Mapping[str, Any],
+    finetune: Mapping[str, Any],
+    evaluation: str,
+    out: str,
+    device: str = "cpu",
+) -> list[dict[str, Any]]:
+    """One job: train the ``single`` spec, convert it with :func:`ensemblize.sigma_ensemble` (M =
+    ``members``) and fine-tune it as the ``sigma`` spec with ``TrainConfig(**finetune)``; returns the
+    single model's record and the fine-tuned one's (``train_seconds`` = pre-training + fine-tuning)."""
+    from ensemblize import sigma_ensemble
+    from ensemblize.runner import MethodSpec
+
+    run = functools.partial(
+        _train_and_record, seed=seed, data=data, evaluation=evaluation, out=out, device=device
+    )
+    single_rec, single_outcome = run(MethodSpec(**single), train=train)
+    converted = sigma_ensemble(single_outcome.model.model.cpu(), members=members, seed=seed)
+    ft_rec, _ = run(MethodSpec(**sigma), train=finetune, model=converted)
+    ft_rec["pretrain_seconds"] = single_rec["train_seconds"]
+    ft_rec["finetune_seconds"] = ft_rec["train_seconds"]
+    ft_rec["train_seconds"] = single_rec["train_seconds"] + ft_rec["finetune_seconds"]
+    return [single_rec, ft_rec]
+
+
+def _describe(records: Sequence[Mapping[str, Any]]) -> str:
+    """The per-job progress summary: the job's last record, as the table shows it."""
+    r = records[-1]
+    m = r["metrics"]
+    return f"acc {m['accuracy']:.4f} nll {m['nll']:.4f} ece {m['ece']:.4f}, train {r['train_seconds']:.1f} s"
+
+
+# --- shared machinery ------------------------------------------------------------------------------
+
+#: Arguments that say how or where to run, not what: not part of the run's configuration.
+_NOT_SETTINGS = ("execution", "out", "device", "data_root")
+
+
+def _common(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Check the arguments every image experiment shares (before any work) and return the jobs'
+    shared keyword arguments plus ``settings`` (the run's configuration: every argument except
+    :data:`_NOT_SETTINGS`). ``args`` is the experiment's ``locals()`` at entry."""
+    from ensemblize.models import registry
+
+    O.choice(args["dataset"], option="--dataset", allowed=IMAGE_DATASETS)
+    O.choice(args["model"], option="--model", allowed=getattr(registry, "IMAGE_MODELS", registry.MODEL_NAMES))
+    O.choice(args["evaluation"], option="--eval", allowed=EVAL_PRESETS)
+    heldout = bool(args.get("heldout", False))
+    if heldout and args["dataset"] != "digits":
+        raise OptionError("--heldout", f"is only available for digits, not {args['dataset']!r}")
+    width = args["width"]
+    if width is not None:
+        O.ints([width], option="--width", minimum=1)
+    O.ints([args["epochs"]], option="--epochs", minimum=1)
+    for name in ("members", "finetune_epochs"):
+        if name in args:
+            O.ints([args[name]], option=f"--{name.replace('_', '-')}", minimum=2 if name == "members" else 1)
+    for name in ("tau", "alpha", "finetune_lr"):
+        if name in args:
+            O.floats([args[name]], option=f"--{name.replace('_', '-')}")
+    if "lam" in args:
+        O.floats([args["lam"]], option="--lam", low_open=False)
+    seeds = O.ints(args["seeds"], option="--seeds")
+    root = args["data_root"]
+    return {
+        "seeds": seeds,
+        "data": {
+            "dataset": args["dataset"],
+            "data_root": None if root is None else str(root),
+            "heldout": heldout,
         },
+        "train": asdict(_train_config(args["epochs"])),
+        "evaluation": args["evaluation"],
+        "device": args["device"],
+        "model_kwargs": {} if width is None else {"width": width},
+        "out": Path(args["out"]),
+        "settings": {**{k: v for k, v in args.items() if k not in _NOT_SETTINGS}, "seeds": seeds},
+    }
+
+
+def _train_config(epochs: int):
+    from ensemblize.runner import TrainConfig
+
+    return TrainConfig(epochs=epochs)
+
+
+def _spec(
+    method: str, *, model: str, kw: Mapping[str, Any], label: str | None = None, **knobs: Any
+) -> dict[str, Any]:
+    from ensemblize.runner import MethodSpec
+
+    return asdict(MethodSpec(method, model=model, label=label, model_kwargs=dict(kw), **knobs))
+
+
+def _method_jobs(
+    experiment: str, specs: Sequence[tuple[dict, dict]], c: Mapping[str, Any], *, details: bool = False
+) -> list[Job]:
+    """One :func:`method_job` per (seed, spec), seed-major; ``specs``: ``(spec dict, tags)``."""
+    return [
+        Job.make(
+            experiment,
+            method_job,
+            f"{spec['label'] or spec['method']} {c['data']['dataset']} seed={seed}",
+            spec=spec,
+            seed=seed,
+            data=c["data"],
+            train=c["train"],
+            evaluation=c["evaluation"],
+            out=str(c["out"]),
+            device=c["device"],
+            details=details,
+            tags=tags,
+        )
+        for seed in c["seeds"]
+        for spec, tags in specs
+    ]
+
+
+def _run(
+    experiment: str,
+    jobs: Sequence[Job],
+    c: Mapping[str, Any],
+    execution: Execution | None,
+    report: Callable[[list[JobResult]], list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """Open the run folder, run ``jobs`` into it, let ``report`` write tables and figures from the
+    results and return its records; the manifest is written last."""
+    with experiment_folder(c["out"], experiment=experiment, settings=c["settings"], execution=execution) as f:
+        return report(f.run(jobs, describe=_describe))
+
+
+def _finish(
+    out: Path, records: list[dict], *, metrics: Sequence[str], execution: Execution | None
+) -> list[dict[str, Any]]:
+    """Write results.json (final order) and table.md; print the console tables; return ``records``."""
+    from ensemblize.checkpoint import atomic_write_text
+    from ensemblize.report.results import console_tables, write_results
+
+    write_results(out, records)
+    present = [m for m in metrics if any(m in r["metrics"] for r in records)]
+    atomic_write_text(out / "table.md", markdown_table(records, metrics=present) + "\n")
+    ex = execution or Execution()
+    if not ex.quiet:
+        print(console_tables(records, metrics=present, by=("method",), wide=ex.wide))
+    return records
+
+
+def evaluations_by_method(results: Sequence[JobResult]) -> dict[str, list[Any]]:
+    """``{method: [Evaluation per seed]}`` from the jobs' extras, for :func:`evaluation_figures`."""
+    from ensemblize.evaluation import Evaluation
+
+    out: dict[str, list[Any]] = {}
+    for res in results:
+        ev = res.extras.get("evaluation")
+        if ev is not None:
+            out.setdefault(res.records[0]["method"], []).append(Evaluation.from_json(ev))
+    return out
+
+
+# --- compare ---------------------------------------------------------------------------------------
+
+
+def compare(
+    *,
+    dataset: str = "digits",
+    data_root: str | Path | None = None,
+    model: str = "resnet_small",
+    width: int | None = None,
+    epochs: int = 15,
+    seeds: Sequence[int] = (0, 1, 2),
+    members: int = 4,
+    tau: float = 5.0,
+    lam: float = 0.5,
+    methods: Sequence[str] = METHOD_NAMES,
+    evaluation: str = "full",
+    out: str | Path = "runs/image-compare",
+    device: str = "cpu",
+    execution: Execution | None = None,
+) -> list[dict[str, Any]]:
+    """Every method, same backbone and budget: the full evaluation suite, mean ± std over seeds.
+
+    ``methods`` from single, temp_scaled, deep, batchensemble, packed, sigma; ``members``: M of every
+    ensemble; ``tau`` / ``lam``: the σN-Ens regulariser (the default job's values). Returns the records.
+    """
+    c = _common(locals())
+    chosen = O.choices(methods, option="--methods", allowed=METHOD_NAMES)
+    c["settings"]["methods"] = chosen
+    labels = {"deep": "deep_ensemble", "sigma": "sigma_ens"}
+    specs = [
+        (
+            _spec(
+                m,
+                model=model,
+                kw=c["model_kwargs"],
+                label=labels.get(m),
+                members=members if m not in ("single", "temp_scaled") else 1,
+                tau=tau,
+                lam=lam,
+            ),
+            {},
+        )
+        for m in chosen
+    ]
+
+    def report(results: list[JobResult]) -> list[dict[str, Any]]:
+        from ensemblize.checkpoint import atomic_write_text
+        from ensemblize.report.figures import evaluation_figures
+
+        records = merged_records(results)
+        evaluation_figures(evaluations_by_method(results), c["out"])
+        _severity_figure(records, c["out"] / "severity_ece.png")
+        severities = [f"corr_ece_s{s}" for s in range(1, 6) if f"corr_ece_s{s}" in records[0]["metrics"]]
+        atomic_write_text(
+            c["out"] / "table_severity.md", markdown_table(records, metrics=["ece", *severities]) + "\n"
+        )
+        return _finish(c["out"], records, metrics=HEADLINE, execution=execution)
+
+    return _run("compare", _method_jobs("compare", specs, c, details=True), c, execution, report)
+
+
+# --- tau / lambda sweeps ---------------------------------------------------------------------------
+
+
+def _sweep(
+    experiment: str,
+    *,
+    param: str,
+    values: Sequence[float],
+    fixed: dict[str, float],
+    c: Mapping[str, Any],
+    execution: Execution | None,
+    figures: Callable[[list[dict[str, Any]]], Any],
+) -> list[dict]:
+    """σN-Ens over ``param`` ∈ ``values`` (``fixed``: the other knob); records ordered by the value."""
+    s = c["settings"]
+    specs = [
+        (
+            _spec(
+                "sigma",
+                model=s["model"],
+                kw=c["model_kwargs"],
+                label=setting_label(param, v),
+                members=s["members"],
+                **{**fixed, param: v},
+            ),
+            {param: v},
+        )
+        for v in values
+    ]
+
+    def report(results: list[JobResult]) -> list[dict[str, Any]]:
+        records = sorted(merged_records(results), key=lambda r: (float(r["spec"][param]), r["seed"]))
+        figures(records)
+        return _finish(c["out"], records, metrics=SWEEP_METRICS, execution=execution)
+
+    return _run(experiment, _method_jobs(experiment, specs, c), c, execution, report)
+
+
+def tau_sweep(
+    *,
+    dataset: str = "digits",
+    data_root: str | Path | None = None,
+    model: str = "resnet_small",
+    width: int | None = None,
+    epochs: int = 15,
+    seeds: Sequence[int] = (0, 1, 2),
+    members: int = 4,
+    taus: Sequence[float] = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0),
+    lam: float = 0.5,
+    evaluation: str = "reduced",
+    out: str | Path = "runs/image-tau-sweep",
+    device: str = "cpu",
+    execution: Execution | None = None,
+) -> list[dict[str, Any]]:
+    """σN-Ens over τ (``taus``) at fixed λ: frontiers, diversity and owners per feature per layer."""
+    c = _common(locals())
+    values = c["settings"]["taus"] = O.floats(taus, option="--taus")
+
+    def figures(records: list[dict[str, Any]]) -> None:
+        _sweep_figures(records, c["out"], param="tau", symbol="τ")
+
+    return _sweep(
+        "tau-sweep", param="tau", values=values, fixed={"lam": lam}, c=c, execution=execution, figures=figures
     )
 
 
 def lambda_sweep(
-    dataset: str = _DATASET,
-    data_root: Path | None = _ROOT,
-    model: str = _MODEL,
-    width: int | None = _WIDTH,
-    epochs: int = _EPOCHS,
-    seeds: str = _SEEDS,
-    members: int = typer.Option(4, "--members", min=2, help="Ensemble size M."),
-    lams: str = typer.Option("0.05,0.2,0.5,2,8", "--lams", help="Comma-separated λ grid."),
-    tau: float = typer.Option(5.0, "--tau", help="Fixed τ."),
-    evaluation: str = typer.Option("reduced", "--eval", help="Evaluation preset: full, reduced, tiny."),
-    out: Path = typer.Option(Path("runs/image-lambda"), "--out", help="Output folder."),
-    device: str = _DEVICE,
-    threads: int = _THREADS,
-) -> None:
-    """σN-Ens over λ at fixed τ: final metrics, diversity and owners per feature."""
-    start = time.perf_counter()
-    seed_list = parse_ints(seeds, name="seeds")
-    values = parse_floats(lams, name="lams")
-    _setup(out, threads)
-    records = _sweep(
-        param="lam",
-        values=values,
-        fixed={"tau": tau},
-        dataset=dataset,
-        data_root=data_root,
-        model=model,
-        width=width,
-        epochs=epochs,
-        seed_list=seed_list,
-        members=members,
-        evals=eval_spec(evaluation),
-        out=out,
-        device=device,
-    )
-    _sweep_figures(records, out, param="lam", symbol="λ")
-    key = lambda r: float(r["spec"]["lam"])  # noqa: E731
-    panels = []
-    for metric in ("accuracy", "nll", "ece", "ood_maxprob_auroc"):
-        st = group_stats(records, key, metric)
-        panels.append((metric, {"σN-Ens": [(x, *st[x][:2]) for x in sorted(st)]}))
-    _errorbar_panels(panels, out / "metrics_vs_lambda.png", xlabel="λ", logx=True)
-    _finish(
-        out,
-        records,
-        metrics=SWEEP_METRICS,
-        command="lambda",
-        start=start,
-        settings={
-            "dataset": dataset,
-            "model": model,
-            "width": width,
-            "epochs": epochs,
-            "seeds": seed_list,
-            "members": members,
-            "lams": values,
-            "tau": tau,
-            "eval": evaluation,
-        },
+    *,
+    dataset: str = "digits",
+    data_root: str | Path | None = None,
+    model: str = "resnet_small",
+    width: int | None = None,
+    epochs: int = 15,
+    seeds: Sequence[int] = (0, 1, 2),
+    members: int = 4,
+    lams: Sequence[float] = (0.05, 0.2, 0.5, 2.0, 8.0),
+    tau: float = 5.0,
+    evaluation: str = "reduced",
+    out: str | Path = "runs/image-lambda",
+    device: str = "cpu",
+    execution: Execution | None = None,
+) -> list[dict[str, Any]]:
+    """σN-Ens over λ (``lams``) at fixed τ: final metrics, diversity and owners per feature."""
+    c = _common(locals())
+    values = c["settings"]["lams"] = O.floats(lams, option="--lams")
+
+    def figures(records: list[dict[str, Any]]) -> None:
+        _sweep_figures(records, c["out"], param="lam", symbol="λ")
+        key = lambda r: float(r["spec"]["lam"])  # noqa: E731
+        panels = []
+        for metric in ("accuracy", "nll", "ece", "ood_maxprob_auroc"):
+            st = group_stats(records, key, metric)
+            panels.append((metric, {"σN-Ens": [(x, *st[x][:2]) for x in sorted(st)]}))
+        _errorbar_panels(panels, c["out"] / "metrics_vs_lambda.png", xlabel="λ", logx=True)
+
+    return _sweep(
+        "lambda", param="lam", values=values, fixed={"tau": tau}, c=c, execution=execution, figures=figures
     )
 
 
@@ -715,76 +738,44 @@ def lambda_sweep(
 
 
 def members_sweep(
-    dataset: str = _DATASET,
-    data_root: Path | None = _ROOT,
-    model: str = _MODEL,
-    width: int | None = _WIDTH,
-    epochs: int = _EPOCHS,
-    seeds: str = _SEEDS,
-    sizes: str = typer.Option("2,4,8,16", "--sizes", help="Comma-separated ensemble sizes M."),
-    tau: float = typer.Option(5.0, "--tau", help="σN-Ens τ."),
-    lam: float = typer.Option(0.5, "--lam", help="σN-Ens λ."),
-    alpha: float = typer.Option(2.0, "--alpha", help="Packed-Ensembles width factor α (fixed for every M)."),
-    evaluation: str = typer.Option("reduced", "--eval", help="Evaluation preset: full, reduced, tiny."),
-    out: Path = typer.Option(Path("runs/image-members"), "--out", help="Output folder."),
-    device: str = _DEVICE,
-    threads: int = _THREADS,
-) -> None:
-    """σN-Ens and Packed-Ensembles (fixed α, γ = 1, fixed backbone width) for every M: metrics vs M."""
-    from ensemblize.report.results import write_results
-    from ensemblize.runner import MethodSpec
+    *,
+    dataset: str = "digits",
+    data_root: str | Path | None = None,
+    model: str = "resnet_small",
+    width: int | None = None,
+    epochs: int = 15,
+    seeds: Sequence[int] = (0, 1, 2),
+    sizes: Sequence[int] = (2, 4, 8, 16),
+    tau: float = 5.0,
+    lam: float = 0.5,
+    alpha: float = 2.0,
+    evaluation: str = "reduced",
+    out: str | Path = "runs/image-members",
+    device: str = "cpu",
+    execution: Execution | None = None,
+) -> list[dict[str, Any]]:
+    """σN-Ens and Packed-Ensembles (fixed α, γ = 1, fixed backbone width) for every M in ``sizes``."""
+    c = _common(locals())
+    ms = c["settings"]["sizes"] = O.ints(sizes, option="--sizes", minimum=2)
+    kw = c["model_kwargs"]
+    specs = [
+        (spec, {})
+        for m in ms
+        for spec in (
+            _spec("sigma", model=model, kw=kw, label=f"sigma_M={m}", members=m, tau=tau, lam=lam),
+            _spec("packed", model=model, kw=kw, label=f"packed_M={m}", members=m, alpha=alpha),
+        )
+    ]
 
-    start = time.perf_counter()
-    seed_list = parse_ints(seeds, name="seeds")
-    ms = parse_ints(sizes, name="sizes", minimum=2)
-    _setup(out, threads)
-    evals = eval_spec(evaluation)
-    kw = _model_kwargs(width)
-    records: list[dict] = []
-    for seed in seed_list:
-        splits, extra = _load(dataset, seed, data_root)
-        for m in ms:
-            for spec in (
-                MethodSpec(
-                    "sigma", model=model, members=m, tau=tau, lam=lam, label=f"sigma_M={m}", model_kwargs=kw
-                ),
-                MethodSpec(
-                    "packed", model=model, members=m, alpha=alpha, label=f"packed_M={m}", model_kwargs=kw
-                ),
-            ):
-                rec, _ = _run(
-                    spec,
-                    splits,
-                    train=_train(epochs),
-                    seed=seed,
-                    evals=evals,
-                    out=out,
-                    extra_ood=extra,
-                    device=device,
-                )
-                records.append(rec)
-                write_results(out, records)
-    records.sort(key=lambda r: (r["spec"]["method"], r["members"], r["seed"]))
-    members_figure(records, out / "metrics_vs_members.png", alpha=alpha)
-    _finish(
-        out,
-        records,
-        metrics=[*HEADLINE, "member_accuracy", "val_accuracy", "val_nll"],
-        command="members",
-        start=start,
-        settings={
-            "dataset": dataset,
-            "model": model,
-            "width": width,
-            "epochs": epochs,
-            "seeds": seed_list,
-            "sizes": ms,
-            "tau": tau,
-            "lam": lam,
-            "alpha": alpha,
-            "eval": evaluation,
-        },
-    )
+    def report(results: list[JobResult]) -> list[dict[str, Any]]:
+        records = sorted(
+            merged_records(results), key=lambda r: (r["spec"]["method"], r["members"], r["seed"])
+        )
+        members_figure(records, c["out"] / "metrics_vs_members.png", alpha=alpha)
+        metrics = [*HEADLINE, "member_accuracy", "val_accuracy", "val_nll"]
+        return _finish(c["out"], records, metrics=metrics, execution=execution)
+
+    return _run("members", _method_jobs("members", specs, c), c, execution, report)
 
 
 def members_figure(records: Sequence[Mapping[str, Any]], path: Path, *, alpha: float) -> Path:
@@ -805,113 +796,94 @@ def members_figure(records: Sequence[Mapping[str, Any]], path: Path, *, alpha: f
 
 
 def finetune(
-    dataset: str = _DATASET,
-    data_root: Path | None = _ROOT,
-    model: str = _MODEL,
-    width: int | None = _WIDTH,
-    epochs: int = _EPOCHS,
-    seeds: str = _SEEDS,
-    members: int = typer.Option(4, "--members", min=2, help="Ensemble size M."),
-    finetune_epochs: int = typer.Option(
-        3, "--finetune-epochs", min=1, help="Fine-tuning epochs after conversion."
-    ),
-    finetune_lr: float = typer.Option(0.01, "--finetune-lr", help="Fine-tuning peak learning rate (cosine)."),
-    tau: float = typer.Option(5.0, "--tau", help="σN-Ens τ."),
-    lam: float = typer.Option(0.5, "--lam", help="σN-Ens λ."),
-    heldout: bool = typer.Option(
-        False, "--heldout/--no-heldout", help="digits: train on 0–5 and add 6–9 as near-OOD set 'heldout'."
-    ),
-    evaluation: str = typer.Option("full", "--eval", help="Evaluation preset: full, reduced, tiny."),
-    out: Path = typer.Option(Path("runs/image-finetune"), "--out", help="Output folder."),
-    device: str = _DEVICE,
-    threads: int = _THREADS,
-) -> None:
-    """Convert a trained single model with ez.sigma_ensemble, fine-tune briefly with the regulariser,
-    compare with the single model, σN-Ens from scratch and the deep ensemble."""
+    *,
+    dataset: str = "digits",
+    data_root: str | Path | None = None,
+    model: str = "resnet_small",
+    width: int | None = None,
+    epochs: int = 15,
+    seeds: Sequence[int] = (0, 1, 2),
+    members: int = 4,
+    finetune_epochs: int = 3,
+    finetune_lr: float = 0.01,
+    tau: float = 5.0,
+    lam: float = 0.5,
+    heldout: bool = False,
+    evaluation: str = "full",
+    out: str | Path = "runs/image-finetune",
+    device: str = "cpu",
+    execution: Execution | None = None,
+) -> list[dict[str, Any]]:
+    """Convert a trained single model with ez.sigma_ensemble, fine-tune briefly with the regulariser
+    (``finetune_epochs`` at peak learning rate ``finetune_lr``, cosine), compare with the single model,
+    σN-Ens from scratch and the deep ensemble. ``heldout`` (digits): train on 0–5, 6–9 are near-OOD."""
+    c = _common(locals())  # first: the arguments only
     from dataclasses import replace
 
-    from ensemblize import sigma_ensemble
-    from ensemblize.report.results import write_results
-    from ensemblize.runner import MethodSpec
-
-    start = time.perf_counter()
-    seed_list = parse_ints(seeds, name="seeds")
-    _setup(out, threads)
-    evals = eval_spec(evaluation)
-    kw = _model_kwargs(width)
-    train = _train(epochs)
-    ft_train = replace(train, epochs=finetune_epochs, lr=finetune_lr)
-    records: list[dict] = []
-    for seed in seed_list:
-        splits, extra = _load(dataset, seed, data_root, heldout=heldout)
-        run = functools.partial(
-            _run, splits=splits, seed=seed, evals=evals, out=out, extra_ood=extra, device=device
-        )
-        single_rec, single = run(MethodSpec("single", model=model, members=1, model_kwargs=kw), train=train)
-        records.append(single_rec)
-        converted = sigma_ensemble(single.model.model.cpu(), members=members, seed=seed)
-        ft_spec = MethodSpec(
-            "sigma", model=model, members=members, tau=tau, lam=lam, label="sigma_finetuned", model_kwargs=kw
-        )
-        ft_rec, _ = run(ft_spec, train=ft_train, model=converted)
-        ft_rec["pretrain_seconds"] = single_rec["train_seconds"]
-        ft_rec["finetune_seconds"] = ft_rec["train_seconds"]
-        ft_rec["train_seconds"] = single_rec["train_seconds"] + ft_rec["finetune_seconds"]
-        records.append(ft_rec)
-        for spec in (
-            MethodSpec(
-                "sigma",
-                model=model,
-                members=members,
-                tau=tau,
-                lam=lam,
-                label="sigma_scratch",
-                model_kwargs=kw,
-            ),
-            MethodSpec("deep", model=model, members=members, label="deep_ensemble", model_kwargs=kw),
-        ):
-            rec, _ = run(spec, train=train)
-            records.append(rec)
-        write_results(out, records)
-    key = lambda r: r["method"]  # noqa: E731
-    panels = []
-    for metric in ("accuracy", "nll", "ece", "ood_maxprob_auroc", "ood_mi_auroc"):
-        st = group_stats(records, key, metric)
-        panels.append((metric, {k: [(i, *st[k][:2])] for i, k in enumerate(st)}))
-    _errorbar_panels(panels, out / "finetune.png", xlabel="method (index)")
-    metrics = ["accuracy", "nll", "ece", "corr_ece", "ood_maxprob_auroc", "ood_entropy_auroc", "ood_mi_auroc"]
-    if heldout:
-        metrics += ["ood_heldout_maxprob_auroc", "ood_heldout_mi_auroc"]
-    metrics += ["disagreement", "mutual_information", "val_nll"]
-    _finish(
-        out,
-        records,
-        metrics=metrics,
-        command="finetune",
-        start=start,
-        settings={
-            "dataset": dataset,
-            "model": model,
-            "width": width,
-            "epochs": epochs,
-            "seeds": seed_list,
-            "members": members,
-            "finetune_epochs": finetune_epochs,
-            "finetune_lr": finetune_lr,
-            "tau": tau,
-            "lam": lam,
-            "heldout": heldout,
-            "eval": evaluation,
-        },
+    kw = c["model_kwargs"]
+    sigma = functools.partial(_spec, "sigma", model=model, kw=kw, members=members, tau=tau, lam=lam)
+    ft_train = asdict(replace(_train_config(epochs), epochs=finetune_epochs, lr=finetune_lr))
+    scratch = (
+        (sigma(label="sigma_scratch"), {}),
+        (_spec("deep", model=model, kw=kw, label="deep_ensemble", members=members), {}),
     )
-    ft = group_stats(records, key, "finetune_seconds")
-    typer.echo(
-        f"fine-tune seconds (mean): {ft.get('sigma_finetuned', (math.nan,))[0]:.1f}; "
-        f"σN-Ens from scratch: {group_stats(records, key, 'train_seconds')['sigma_scratch'][0]:.1f}"
-    )
+    jobs = []
+    for seed in c["seeds"]:
+        chain = Job.make(
+            "finetune",
+            finetune_job,
+            f"single+sigma_finetuned {dataset} seed={seed}",
+            single=_spec("single", model=model, kw=kw, members=1),
+            sigma=sigma(label="sigma_finetuned"),
+            members=members,
+            seed=seed,
+            data=c["data"],
+            train=c["train"],
+            finetune=ft_train,
+            evaluation=evaluation,
+            out=str(c["out"]),
+            device=device,
+        )
+        jobs += [chain, *_method_jobs("finetune", scratch, {**c, "seeds": [seed]})]
+
+    def report(results: list[JobResult]) -> list[dict[str, Any]]:
+        records = merged_records(results)
+        key = lambda r: r["method"]  # noqa: E731
+        panels = []
+        for metric in ("accuracy", "nll", "ece", "ood_maxprob_auroc", "ood_mi_auroc"):
+            st = group_stats(records, key, metric)
+            panels.append((metric, {k: [(i, *st[k][:2])] for i, k in enumerate(st)}))
+        _errorbar_panels(panels, c["out"] / "finetune.png", xlabel="method (index)")
+        metrics = [
+            "accuracy",
+            "nll",
+            "ece",
+            "corr_ece",
+            "ood_maxprob_auroc",
+            "ood_entropy_auroc",
+            "ood_mi_auroc",
+        ]
+        if heldout:
+            metrics += ["ood_heldout_maxprob_auroc", "ood_heldout_mi_auroc"]
+        _finish(
+            c["out"],
+            records,
+            metrics=[*metrics, "disagreement", "mutual_information", "val_nll"],
+            execution=execution,
+        )
+        if not (execution and execution.quiet):
+            ft = group_stats(records, key, "finetune_seconds")
+            print(
+                f"fine-tune seconds (mean): {ft.get('sigma_finetuned', (math.nan,))[0]:.1f}; "
+                f"σN-Ens from scratch: {group_stats(records, key, 'train_seconds')['sigma_scratch'][0]:.1f}"
+            )
+        return records
+
+    return _run("finetune", jobs, c, execution, report)
 
 
-COMMANDS = {
+#: Experiment name (``ensemblize experiment NAME``) -> plain function.
+EXPERIMENTS: dict[str, Callable[..., list[dict[str, Any]]]] = {
     "compare": compare,
     "tau-sweep": tau_sweep,
     "members": members_sweep,

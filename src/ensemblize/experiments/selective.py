@@ -5,47 +5,51 @@ Methods, all on the same backbone (``resnet_small`` by default) and budget:
 * ``SR`` — a plain cross-entropy classifier, ranked by its softmax response ``max_c p_c``;
 * ``SelectiveNet`` — :class:`~ensemblize.selective.SelectiveNetLoss`, one model per target coverage;
 * ``SYNC-SMP(γ=g)`` — :class:`~ensemblize.selective.SyncLoss` with the softmax-power target
-  ``(max p)^γ`` for every ``γ`` in ``--gammas`` (``γ = 1`` *is* SR as the sync target);
+  ``(max p)^γ`` for every ``γ`` in ``gammas`` (``γ = 1`` *is* SR as the sync target);
 * ``SYNC-entropy`` — the score ablation: normalised negative entropy as the sync target (compare
   with ``SYNC-SMP(γ=2)`` and ``SYNC-SMP(γ=1)``, the SR target, trained with the same ``μ``);
 * ``DeepGamblers`` — :class:`~ensemblize.selective.DeepGamblersLoss`, reward ``o`` chosen from
-  ``--rewards`` by the validation AURC of its own score;
+  ``rewards`` by the validation AURC of its own score;
 * ``σN-SYNC-SMP(γ=g)`` — SYNC on a σN ensemble: the feature extractor is
   ``sigma_ensemble(headless backbone, members=M)`` producing ``(B, M, D)`` features, and the sync
   target is ``(max p̄)^γ`` of the ensemble's mean probability ``p̄`` (``SyncLoss(prior=p̄)``).
 
-Every model is scored twice: by its own selection score (``"w/o SR"``: ``g``, or
-``1 − p_abstain`` for Deep Gamblers) and by the softmax response of its prediction head
-(``"w/ SR"``); the SR baseline has only the latter. For each scoring the full risk–coverage curve
-is evaluated on test (selective risk at 10 %, …, 100 %, AURC, E-AURC, AUGRC) and, for every
-coverage, a threshold fitted on the *validation* split is applied to test and reported with the
-test coverage it actually achieves. Validation data are used for nothing else except choosing
-Deep Gamblers' reward; no model sees them in training.
+Every model is scored twice (:func:`ensemblize.evaluation.selective.score_model`): by its own
+selection score (``"w/o SR"``: ``g``, or ``1 − p_abstain`` for Deep Gamblers) and by the softmax
+response of its prediction head (``"w/ SR"``); the SR baseline has only the latter. For each scoring
+the full risk–coverage curve is evaluated on test (selective risk at 10 %, …, 100 %, AURC, E-AURC,
+AUGRC) and, for every coverage, a threshold fitted on the *validation* split is applied to test and
+reported with the test coverage it actually achieves. Validation data are used for nothing else
+except choosing Deep Gamblers' reward; no model sees them in training.
+
+:func:`selective` is a plain function; each trained model (method × target × seed; Deep Gamblers:
+its reward search per seed) is one job (:func:`selective_job`) run through
+:mod:`ensemblize.experiments.jobs` (in process, local processes or Dask; resumable).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import typer
+from . import options as O
+from .jobs import Execution, Job, OptionError, experiment_folder, merged_records, training_progress
 
 if TYPE_CHECKING:  # torch / numpy are imported inside the functions: `ensemblize --help` stays fast
     import numpy as np
-    from torch import Tensor, nn
+    from torch import nn
 
 __all__ = [
-    "COMMANDS",
-    "Scores",
+    "EXPERIMENTS",
     "selective",
-    "run_selective",
-    "score_model",
+    "selective_job",
     "method_records",
     "format_markdown",
+    "risk_coverage_figure",
+    "curve_grid",
 ]
 
 TARGETS: tuple[float, ...] = (0.5, 0.7, 0.9)
@@ -55,65 +59,10 @@ DEFAULT_MU = 1.0  # SYNC weight; a fixed default, NOT tuned (not on validation, 
 DEFAULT_EPOCHS = 40
 TABLE_COVERAGES: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 CURVE_POINTS = 100  # risk–coverage curves are resampled at coverages 0.01, 0.02, ..., 1.0
-
-
-@dataclass(frozen=True)
-class Scores:
-    """One model's predictions on one split.
-
-    Attributes:
-        pred: ``(N,)`` predicted labels (argmax of the prediction head; for Deep Gamblers over the
-            first ``K`` logits).
-        own: ``(N,)`` the model's own selection score ("w/o SR"): ``g`` for SelectiveNet/SYNC,
-            ``1 − p_abstain`` for Deep Gamblers, ``None`` for a plain classifier.
-        sr: ``(N,)`` softmax response ``max_c p_c`` of the prediction head ("w/ SR"); for member
-            outputs of the mean probability ``p̄``; for Deep Gamblers of the softmax over the first
-            ``K`` logits.
-    """
-
-    pred: np.ndarray
-    own: np.ndarray | None
-    sr: np.ndarray
-
-
-def score_model(model: nn.Module, x: Tensor, *, kind: str, batch_size: int = 512) -> Scores:
-    """Predict ``x (N, ...)`` with ``model`` in eval mode and return its :class:`Scores`.
-
-    ``kind``: ``"plain"`` (logits ``(B, C)``), ``"selective"`` (a
-    :class:`~ensemblize.selective.SelectiveNet`, member outputs aggregated as in
-    :func:`~ensemblize.selective.predict_selective`) or ``"gamblers"`` (logits ``(B, K+1)``, last
-    = abstain).
-    """
-    import torch
-
-    from ..selective import predict_selective
-
-    if kind == "selective":
-        p = predict_selective(model, x, batch_size=batch_size)
-        return Scores(
-            pred=p.probs.argmax(-1).numpy(),
-            own=p.selection.double().numpy(),
-            sr=p.probs.amax(-1).double().numpy(),
-        )
-    if kind not in ("plain", "gamblers"):
-        raise ValueError(f"kind must be 'plain', 'selective' or 'gamblers', got {kind!r}")
-    was = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            logits = torch.cat([model(x[i : i + batch_size]) for i in range(0, x.shape[0], batch_size)])
-    finally:
-        model.train(was)
-    if kind == "plain":
-        probs = logits.softmax(-1)
-        return Scores(pred=probs.argmax(-1).numpy(), own=None, sr=probs.amax(-1).double().numpy())
-    full = logits.softmax(-1)
-    cls = logits[:, :-1].softmax(-1)
-    return Scores(
-        pred=cls.argmax(-1).numpy(),
-        own=(1.0 - full[:, -1]).double().numpy(),
-        sr=cls.amax(-1).double().numpy(),
-    )
+#: Datasets and their number of classes (Deep Gamblers' reward must lie in (1, K]).
+DATASETS = {"digits": 10, "cifar100": 100}
+#: What :func:`selective_job` trains: ``kind`` -> how the model is scored.
+KINDS = ("SR", "SelectiveNet", "SYNC-SMP", "SYNC-entropy", "σN-SYNC-SMP", "DeepGamblers")
 
 
 def method_records(
@@ -125,8 +74,8 @@ def method_records(
     params: int,
     train_seconds: float,
     target: float | None,
-    test: Scores,
-    val: Scores,
+    test: Any,
+    val: Any,
     y_test: np.ndarray,
     extra: dict[str, Any] | None = None,
 ) -> tuple[list[Any], dict[str, np.ndarray]]:
@@ -141,8 +90,8 @@ def method_records(
     import numpy as np
 
     from .. import metrics
+    from ..evaluation.selective import selective_report
     from ..report.results import Record
-    from ..selective import selective_report
 
     errors = (test.pred != y_test).astype(np.float64)
     scorings = {"w/ SR": (test.sr, val.sr)}
@@ -214,22 +163,15 @@ def _params(model: nn.Module) -> int:
     return int(sum(p.numel() for p in model.parameters()))
 
 
-def _load(dataset: str, data_root: Path | None, seed: int) -> Any:
+def _load(dataset: str, data_root: str | None, seed: int) -> Any:
     from ..data.images import load_cifar, load_digits
 
     if dataset == "digits":
         return load_digits(seed=seed)
-    if dataset == "cifar100":
-        if data_root is None:
-            raise ValueError(
-                "--dataset cifar100 is read from disk: pass --data-root DIR containing "
-                "cifar-100-python/{train,test} or cifar-100-binary/{train.bin,test.bin}"
-            )
-        return load_cifar(data_root, num_classes=100, seed=seed)
-    raise ValueError(f"--dataset must be 'digits' or 'cifar100', got {dataset!r}")
+    return load_cifar(Path(data_root), num_classes=100, seed=seed)
 
 
-def _subsample(x: Tensor, y: Tensor, n: int | None, seed: int) -> tuple[Tensor, Tensor]:
+def _subsample(x: Any, y: Any, n: int | None, seed: int) -> tuple[Any, Any]:
     import torch
 
     if n is None or n >= len(y):
@@ -238,32 +180,229 @@ def _subsample(x: Tensor, y: Tensor, n: int | None, seed: int) -> tuple[Tensor, 
     return x[idx], y[idx]
 
 
-def _check_floats(values: Sequence[float], *, name: str, low: float, high: float, low_open: bool) -> None:
-    if not values:
-        raise ValueError(f"{name} is empty")
-    for v in values:
-        ok = (v > low if low_open else v >= low) and v <= high and math.isfinite(v)
-        if not ok:
-            lo = "(" if low_open else "["
-            raise ValueError(f"{name} must lie in {lo}{low:g}, {high:g}], got {v!r}")
+def _method_name(kind: str, gamma: float | None) -> str:
+    return f"{kind}(γ={gamma:g})" if kind in ("SYNC-SMP", "σN-SYNC-SMP") else kind
 
 
-def _parse_list(text: str, *, name: str, cast: Callable[[str], Any] = float) -> list[Any]:
-    try:
-        return [cast(t) for t in text.split(",") if t.strip()]
-    except ValueError as err:
-        raise ValueError(f"{name} must be a comma-separated list, got {text!r}") from err
+def _build(kind: str, splits: Any, *, model: str, seed: int, members: int, classes: int) -> nn.Module:
+    """The untrained network of ``kind``: a plain backbone (SR; Deep Gamblers with K + 1 outputs) or
+    a SelectiveNet on the headless backbone (σN: on ``sigma_ensemble`` of it)."""
+    import torch
+
+    from .. import sigma_ensemble
+    from ..models import build_model
+    from ..selective import SelectiveNet
+
+    torch.manual_seed(seed)
+    if kind in ("SR", "DeepGamblers"):
+        return build_model(
+            model, in_channels=splits.in_channels, num_classes=classes, image_size=splits.image_size
+        )
+    feats, dim = _headless(model, splits)
+    if kind == "σN-SYNC-SMP":
+        feats = sigma_ensemble(feats, members=members, seed=seed)
+    return SelectiveNet(feats, dim, splits.num_classes)
+
+
+def _loss(kind: str, *, target: float | None, gamma: float | None, mu: float) -> Any:
+    from ..selective import SelectiveNetLoss, SyncLoss
+
+    if kind == "SelectiveNet":
+        return SelectiveNetLoss(target)
+    if kind == "SYNC-SMP":
+        return SyncLoss(target, mu=mu, score="smp", gamma=gamma)
+    if kind == "SYNC-entropy":
+        return SyncLoss(target, mu=mu, score="entropy")
+    if kind == "σN-SYNC-SMP":
+        sync = SyncLoss(target, mu=mu, score="smp", gamma=gamma)
+        return _PriorSync(sync)
+    return None
+
+
+class _PriorSync:
+    """SYNC on a σN ensemble: the sync target is computed from the ensemble's mean probability p̄."""
+
+    def __init__(self, sync: Any) -> None:
+        self.sync = sync
+
+    def __call__(self, output: Any, labels: Any) -> Any:
+        return self.sync(output, labels, prior=output.logits.softmax(-1).mean(1))
+
+
+def _gamblers(splits: Any, train: Any, *, model: str, seed: int, rewards: Sequence[float], epochs: int):
+    """Train Deep Gamblers for every reward; keep the best validation AURC of its own score."""
+    import numpy as np
+
+    from .. import metrics
+    from ..evaluation.selective import score_model
+    from ..selective import DeepGamblersLoss
+
+    best, val_aurcs = None, {}
+    k = splits.num_classes
+    for o in rewards:
+        net = _build("DeepGamblers", splits, model=model, seed=seed, members=1, classes=k + 1)
+        loss = DeepGamblersLoss(o, warmup_epochs=epochs // 4, num_classes=k)
+        secs = train(net, loss, callbacks=[lambda e, r, m, _l=loss: _l.set_epoch(e)])
+        v = score_model(net, splits.x_val, kind="gamblers")
+        val_aurc = float(metrics.aurc(v.own, (v.pred != splits.y_val.numpy()).astype(np.float64)))
+        val_aurcs[f"{o:g}"] = val_aurc
+        if best is None or val_aurc < best[0]:
+            best = (val_aurc, o, net, secs)
+    val_aurc, o, net, secs = best
+    return net, secs, {"reward": o, "val_aurc": val_aurc, "val_aurc_by_reward": val_aurcs}
+
+
+def selective_job(
+    *,
+    kind: str,
+    target: float | None,
+    gamma: float | None,
+    seed: int,
+    dataset: str,
+    data_root: str | None,
+    max_train: int | None,
+    model: str,
+    epochs: int,
+    lr: float,
+    batch_size: int,
+    mu: float,
+    members: int,
+    rewards: Sequence[float],
+) -> dict[str, Any]:
+    """One job: train one model of ``kind`` (see :data:`KINDS`; ``target`` coverage and SMP ``gamma``
+    where they apply) for ``seed`` and evaluate both scorings. Returns the records (one per scoring)
+    and, in ``extras["curves"]``, the test risk–coverage curve per scoring on :func:`curve_grid`."""
+    from ..evaluation.selective import score_model
+    from ..training import fit
+
+    splits = _load(dataset, data_root, seed)
+    x_tr, y_tr = _subsample(splits.x_train, splits.y_train, max_train, seed)
+    hp = {"epochs": epochs, "lr": lr, "batch_size": batch_size, "optimizer": "sgd", "schedule": "cosine"}
+    name = _method_name(kind, gamma)
+
+    def train(net: nn.Module, loss_fn: Any = None, **kw: Any) -> float:
+        t0 = time.perf_counter()
+        fit(net, (x_tr, y_tr), loss_fn=loss_fn, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
+            progress=training_progress(), desc=f"{name} {dataset} seed={seed}", **kw)  # fmt: skip
+        return time.perf_counter() - t0
+
+    extra: dict[str, Any] = {"hparams": hp, "training_samples": int(len(y_tr))}
+    if kind == "DeepGamblers":
+        net, secs, found = _gamblers(splits, train, model=model, seed=seed, rewards=rewards, epochs=epochs)
+        extra.update(found)
+    else:
+        net = _build(kind, splits, model=model, seed=seed, members=members, classes=splits.num_classes)
+        secs = train(net, _loss(kind, target=target, gamma=gamma, mu=mu))
+    if kind.startswith(("SYNC", "σN")):
+        extra["mu"] = mu
+    if kind == "σN-SYNC-SMP":
+        extra["prior"] = "mean member probability p̄"
+    score = {"SR": "plain", "DeepGamblers": "gamblers"}.get(kind, "selective")
+    recs, curves = method_records(
+        method=name,
+        dataset=splits.name,
+        seed=seed,
+        members=members if kind == "σN-SYNC-SMP" else 1,
+        params=_params(net),
+        train_seconds=secs,
+        target=target,
+        test=score_model(net, splits.x_test, kind=score),
+        val=score_model(net, splits.x_val, kind=score),
+        y_test=splits.y_test.numpy(),
+        extra=extra,
+    )
+    return {"records": recs, "extras": {"curves": {k: v.tolist() for k, v in curves.items()}}}
+
+
+def _describe(records: Sequence[dict[str, Any]]) -> str:
+    aurcs = "  ".join(f"{r['scoring']}: AURC {r['metrics']['aurc']:.4f}" for r in records)
+    return f"acc {records[0]['metrics']['accuracy']:.4f}  {aurcs}, train {records[0]['train_seconds']:.1f} s"
 
 
 # ------------------------------------------------------------------------------------------- driver
 
 
-def run_selective(
+def _jobs(settings: dict[str, Any]) -> list[Job]:
+    """Seed-major: SR; per target SelectiveNet, SYNC-SMP per γ, SYNC-entropy, σN-SYNC-SMP; Deep Gamblers."""
+    s = settings
+    plan: list[tuple[str, float | None, float | None]] = [("SR", None, None)]
+    for c in s["targets"]:
+        plan += [("SelectiveNet", c, None), *(("SYNC-SMP", c, g) for g in s["gammas"])]
+        plan += [("SYNC-entropy", c, None), ("σN-SYNC-SMP", c, s["sigma_gamma"])]
+    plan.append(("DeepGamblers", None, None))
+    common = {
+        k: s[k]
+        for k in (
+            "dataset",
+            "data_root",
+            "max_train",
+            "model",
+            "epochs",
+            "lr",
+            "batch_size",
+            "mu",
+            "members",
+            "rewards",
+        )
+    }
+    return [
+        Job.make(
+            "selective",
+            selective_job,
+            f"{_method_name(kind, g)} c={c} {s['dataset']} seed={seed}",
+            kind=kind,
+            target=c,
+            gamma=g,
+            seed=seed,
+            **common,
+        )
+        for seed in s["seeds"]
+        for kind, c, g in plan
+    ]
+
+
+def _check(args: dict[str, Any]) -> dict[str, Any]:
+    """Every argument, before any work -> the run's settings (lists, the ``quick`` preset applied)."""
+    dataset = O.choice(args["dataset"], option="--dataset", allowed=tuple(DATASETS))
+    if dataset == "cifar100" and args["data_root"] is None:
+        raise OptionError(
+            "--data-root",
+            "--dataset cifar100 is read from disk: pass --data-root DIR containing "
+            "cifar-100-python/{train,test} or cifar-100-binary/{train.bin,test.bin}",
+        )
+    epochs, max_train = args["epochs"], args["max_train"]
+    if args["quick"]:
+        epochs, max_train = 1, 256 if max_train is None else max_train
+    O.ints([epochs], option="--epochs", minimum=1)
+    if max_train is not None:
+        O.ints([max_train], option="--max-train", minimum=2)
+    O.ints([args["members"]], option="--members", minimum=1)
+    O.floats([args["mu"]], option="--mu", low_open=False)
+    O.floats([args["sigma_gamma"]], option="--sigma-gamma")
+    return {
+        "seeds": O.ints(args["seeds"], option="--seeds"),
+        "dataset": dataset,
+        "data_root": None if args["data_root"] is None else str(args["data_root"]),
+        "model": args["model"],
+        "epochs": epochs,
+        "max_train": max_train,
+        "targets": O.floats(args["targets"], option="--targets", high=1.0),
+        "gammas": O.floats(args["gammas"], option="--gammas"),
+        "rewards": O.floats(args["rewards"], option="--rewards", low=1.0, high=float(DATASETS[dataset])),
+        "mu": args["mu"],
+        "members": args["members"],
+        "sigma_gamma": args["sigma_gamma"],
+        "lr": args["lr"],
+        "batch_size": args["batch_size"],
+    }
+
+
+def selective(
     *,
-    out: Path,
+    out: str | Path = "runs/selective",
     seeds: Sequence[int] = (0, 1, 2),
     dataset: str = "digits",
-    data_root: Path | None = None,
+    data_root: str | Path | None = None,
     model: str = "resnet_small",
     epochs: int = DEFAULT_EPOCHS,
     targets: Sequence[float] = TARGETS,
@@ -275,138 +414,29 @@ def run_selective(
     lr: float = 0.05,
     batch_size: int = 128,
     max_train: int | None = None,
-    log: Callable[[str], None] = print,
-) -> list[Any]:
-    """Run the experiment (see the module docstring); write ``out/results.json`` after every model,
-    ``out/results.md`` and ``out/risk_coverage.png`` at the end; return the records."""
-    import numpy as np
-    import torch
+    quick: bool = False,
+    execution: Execution | None = None,
+) -> list[dict[str, Any]]:
+    """SYNC vs SelectiveNet vs Deep Gamblers vs softmax response (risk–coverage, AURC, validation
+    thresholds); see the module docstring. Writes ``results.json``, ``results.md`` and
+    ``risk_coverage.png`` into ``out``; returns the records. ``quick``: 1 epoch, 256 training samples."""
+    settings = _check(dict(locals()))
+    ex = execution or Execution()
+    with experiment_folder(out, experiment="selective", settings=settings, execution=ex) as folder:
+        results = folder.run(_jobs(settings), describe=_describe)
+        records = merged_records(results)
+        curves: dict[tuple[str, Any, str], list[Any]] = {}
+        for res in results:
+            r0 = res.records[0]
+            for scoring, c in res.extras["curves"].items():
+                curves.setdefault((r0["method"], r0["target"], scoring), []).append(c)
+        md = format_markdown(records, seeds=settings["seeds"])
+        from ..checkpoint import atomic_write_text
 
-    from .. import metrics, sigma_ensemble
-    from ..checkpoint import atomic_write_text
-    from ..models import build_model
-    from ..report.results import write_results
-    from ..selective import DeepGamblersLoss, SelectiveNet, SelectiveNetLoss, SyncLoss
-    from ..training import fit
-
-    _check_floats(targets, name="targets", low=0.0, high=1.0, low_open=True)
-    _check_floats(gammas, name="gammas", low=0.0, high=math.inf, low_open=True)
-    if not seeds:
-        raise ValueError("seeds is empty")
-    out = Path(out)
-    records: list[Any] = []
-    curves: dict[tuple[str, Any, str], list[np.ndarray]] = {}
-    hp = {"epochs": epochs, "lr": lr, "batch_size": batch_size, "optimizer": "sgd", "schedule": "cosine"}
-
-    def add(recs: list[Any], crv: dict[str, np.ndarray], method: str, target: float | None) -> None:
-        records.extend(recs)
-        for scoring, c in crv.items():
-            curves.setdefault((method, target, scoring), []).append(c)
-        write_results(out, records)
-        r0 = recs[0].metrics
-        log(
-            f"  {method:<26} target={target!s:<4} acc={r0['accuracy']:.4f} "
-            + "  ".join(f"{r.extra['scoring']}: AURC={r.metrics['aurc']:.4f}" for r in recs)
-        )
-
-    def one_seed(seed: int) -> None:
-        splits = _load(dataset, data_root, seed)
-        k = splits.num_classes
-        _check_floats(rewards, name="rewards (Deep Gamblers o)", low=1.0, high=float(k), low_open=True)
-        x_tr, y_tr = _subsample(splits.x_train, splits.y_train, max_train, seed)
-        x_val, x_te = splits.x_val, splits.x_test
-        y_te = splits.y_test.numpy()
-        log(f"seed {seed}: {splits.describe()}, training on {len(y_tr)}")
-        common = dict(epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, progress=False)
-        meta = {"dataset": splits.name, "seed": seed}
-
-        def train(net: nn.Module, loss_fn: Any = None, **kw: Any) -> float:
-            t0 = time.perf_counter()
-            fit(net, (x_tr, y_tr), loss_fn=loss_fn, **common, **kw)
-            return time.perf_counter() - t0
-
-        def evaluate(net, kind, method, target, members_=1, secs=0.0, extra=None):
-            recs, crv = method_records(
-                method=method,
-                members=members_,
-                params=_params(net),
-                train_seconds=secs,
-                target=target,
-                test=score_model(net, x_te, kind=kind),
-                val=score_model(net, x_val, kind=kind),
-                y_test=y_te,
-                extra={"hparams": hp, **(extra or {})},
-                **meta,
-            )
-            add(recs, crv, method, target)
-
-        # Softmax response: a plain cross-entropy classifier.
-        torch.manual_seed(seed)
-        plain = build_model(
-            model, in_channels=splits.in_channels, num_classes=k, image_size=splits.image_size
-        )
-        evaluate(plain, "plain", "SR", None, secs=train(plain))
-
-        def selective_net(sigma: bool = False) -> SelectiveNet:
-            torch.manual_seed(seed)
-            feats, dim = _headless(model, splits)
-            if sigma:
-                feats = sigma_ensemble(feats, members=members, seed=seed)
-            return SelectiveNet(feats, dim, k)
-
-        for c in targets:
-            net = selective_net()
-            evaluate(net, "selective", "SelectiveNet", c, secs=train(net, SelectiveNetLoss(c)))
-            for g in gammas:
-                net = selective_net()
-                loss = SyncLoss(c, mu=mu, score="smp", gamma=g)
-                evaluate(net, "selective", f"SYNC-SMP(γ={g:g})", c, secs=train(net, loss), extra={"mu": mu})
-            net = selective_net()
-            loss = SyncLoss(c, mu=mu, score="entropy")
-            evaluate(net, "selective", "SYNC-entropy", c, secs=train(net, loss), extra={"mu": mu})
-            # SYNC on a σN ensemble: (B, M, D) features, sync target from the ensemble's p̄.
-            net = selective_net(sigma=True)
-            sync = SyncLoss(c, mu=mu, score="smp", gamma=sigma_gamma)
-
-            def sigma_loss(output, labels, _sync=sync):
-                return _sync(output, labels, prior=output.logits.softmax(-1).mean(1))
-
-            evaluate(
-                net,
-                "selective",
-                f"σN-SYNC-SMP(γ={sigma_gamma:g})",
-                c,
-                members_=members,
-                secs=train(net, sigma_loss),
-                extra={"mu": mu, "prior": "mean member probability p̄"},
-            )
-
-        # Deep Gamblers: reward o chosen on validation AURC of its own score.
-        best = None
-        val_err = splits.y_val.numpy()
-        for o in rewards:
-            torch.manual_seed(seed)
-            net = build_model(
-                model, in_channels=splits.in_channels, num_classes=k + 1, image_size=splits.image_size
-            )
-            loss = DeepGamblersLoss(o, warmup_epochs=epochs // 4, num_classes=k)
-            secs = train(net, loss, callbacks=[lambda e, r, m, _l=loss: _l.set_epoch(e)])
-            v = score_model(net, x_val, kind="gamblers")
-            val_aurc = float(metrics.aurc(v.own, (v.pred != val_err).astype(np.float64)))
-            log(f"  DeepGamblers o={o:g}: validation AURC {val_aurc:.4f}")
-            if best is None or val_aurc < best[0]:
-                best = (val_aurc, o, net, secs)
-        val_aurc, o, net, secs = best
-        evaluate(net, "gamblers", "DeepGamblers", None, secs=secs, extra={"reward": o, "val_aurc": val_aurc})
-
-    for seed in seeds:
-        one_seed(seed)
-
-    write_results(out, records)
-    md = format_markdown(records, seeds=seeds)
-    atomic_write_text(out / "results.md", md)
-    risk_coverage_figure(curves, out / "risk_coverage.png", targets=targets)
-    log(md)
+        atomic_write_text(Path(out) / "results.md", md)
+        risk_coverage_figure(curves, Path(out) / "risk_coverage.png", targets=settings["targets"])
+    if not ex.quiet:
+        print(md)
     return records
 
 
@@ -487,105 +517,15 @@ def format_markdown(records: Sequence[Any], *, seeds: Sequence[int]) -> str:
 
 
 def risk_coverage_figure(
-    curves: dict[tuple[str, Any, str], list[np.ndarray]], path: Path, *, targets: Sequence[float]
+    curves: dict[tuple[str, Any, str], list[Any]], path: Path, *, targets: Sequence[float]
 ) -> Path:
     """Mean (over seeds) test risk–coverage curves of every method: one row per scoring, one column
-    per target coverage (methods without a target appear in every column)."""
-    import matplotlib
+    per target coverage (methods without a target appear in every column);
+    :func:`ensemblize.report.figures.selective_risk_coverage_figure` on :func:`curve_grid`."""
+    from ..report.figures import save_figure, selective_risk_coverage_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from ..report.figures import save_figure
-
-    scorings = ("w/o SR", "w/ SR")
-    fig, axes = plt.subplots(
-        len(scorings),
-        len(targets),
-        figsize=(4.2 * len(targets), 3.6 * len(scorings)),
-        squeeze=False,
-        sharey=True,
-    )
-    for i, scoring in enumerate(scorings):
-        for j, t in enumerate(targets):
-            ax = axes[i][j]
-            for (method, target, sc), cs in curves.items():
-                if target not in (t, None):
-                    continue
-                if sc != scoring and not (method == "SR" and sc == "w/ SR"):
-                    continue
-                ax.plot(
-                    curve_grid(),
-                    np.mean(cs, axis=0),
-                    label=method,
-                    lw=1.2,
-                    ls="--" if method in ("SR", "DeepGamblers") else "-",
-                )
-            ax.set_title(f"target c = {t:g}, scoring {scoring}", fontsize=9)
-            if i == len(scorings) - 1:
-                ax.set_xlabel("coverage")
-            ax.grid(alpha=0.3)
-            if j == 0:
-                ax.set_ylabel("selective risk (test)")
-    axes[0][-1].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    return save_figure(fig, path)
+    return save_figure(selective_risk_coverage_figure(curves, curve_grid(), targets=targets), path)
 
 
-# ------------------------------------------------------------------------------------------ command
-
-
-def selective(
-    out: Path = typer.Option(
-        Path("runs/selective"), "--out", help="Run folder for results.json, results.md, figure."
-    ),
-    seed: int = typer.Option(0, "--seed", help="Single seed (ignored when --seeds is given)."),
-    seeds: str = typer.Option("0,1,2", "--seeds", help="Comma-separated seeds; empty string: use --seed."),
-    dataset: str = typer.Option(
-        "digits", "--dataset", help="'digits' (embedded) or 'cifar100' (from --data-root)."
-    ),
-    data_root: Path = typer.Option(
-        None, "--data-root", help="Folder holding the extracted CIFAR-100 archive."
-    ),
-    model: str = typer.Option(
-        "resnet_small", "--model", help="Backbone (its .head is replaced by Identity)."
-    ),
-    epochs: int = typer.Option(DEFAULT_EPOCHS, "--epochs", min=1, help="Training epochs per model."),
-    targets: str = typer.Option(
-        "0.5,0.7,0.9", "--targets", help="Target coverages SelectiveNet/SYNC train for."
-    ),
-    gammas: str = typer.Option("1,2,4,8", "--gammas", help="SMP exponents γ for SYNC (γ=1 is SR)."),
-    rewards: str = typer.Option(
-        "2.2,3,5", "--rewards", help="Deep Gamblers rewards o in (1, K], chosen on val."
-    ),
-    mu: float = typer.Option(DEFAULT_MU, "--mu", min=0.0, help="SYNC weight μ (fixed default, not tuned)."),
-    members: int = typer.Option(4, "--members", min=1, help="σN ensemble size for σN-SYNC."),
-    max_train: int = typer.Option(None, "--max-train", min=2, help="Use at most this many training samples."),
-    threads: int = typer.Option(1, "--threads", min=1, help="torch intra-op threads."),
-    quick: bool = typer.Option(False, "--quick", help="Smoke-test preset: 1 epoch, 256 training samples."),
-) -> None:
-    """SYNC vs SelectiveNet vs Deep Gamblers vs softmax response (risk–coverage, AURC, val thresholds)."""
-    import torch
-
-    seed_list = _parse_list(seeds, name="--seeds", cast=int) if seeds.strip() else [seed]
-    if quick:
-        epochs, max_train = 1, 256 if max_train is None else max_train
-    torch.set_num_threads(threads)
-    run_selective(
-        out=out,
-        seeds=seed_list,
-        dataset=dataset,
-        data_root=data_root,
-        model=model,
-        epochs=epochs,
-        targets=_parse_list(targets, name="--targets"),
-        gammas=_parse_list(gammas, name="--gammas"),
-        rewards=_parse_list(rewards, name="--rewards"),
-        mu=mu,
-        members=members,
-        max_train=max_train,
-    )
-
-
-COMMANDS = {"selective": selective}
+#: Experiment name (``ensemblize experiment NAME``) -> plain function.
+EXPERIMENTS = {"selective": selective}

@@ -26,6 +26,7 @@ __all__ = [
     "load_results",
     "summarize",
     "format_table",
+    "console_tables",
     "CLEAN_METRICS",
     "HEADLINE_METRICS",
 ]
@@ -119,14 +120,44 @@ def summarize(
     return out
 
 
-def _fmt(mean: float, std: float, n: int, digits: int) -> str:
+#: Record fields (not metrics) every table ends with, and their column headers (one unit each).
+TRAILING = {"params": "params", "train_seconds": "train_s"}
+#: Record fields and metrics shown as integers.
+INTEGER_FIELDS = frozenset({"params", "members", "epochs", "n_trees"})
+
+
+def _fmt(mean: float, std: float, n: int, digits: int, *, integer: bool = False) -> str:
+    """``mean ± std`` (just ``mean`` for one value): integers as integers (thousands separated),
+    a value ≥ 10⁴ without decimals, others with ``digits`` decimals."""
     if n == 0 or not math.isfinite(mean):
         return "—"
-    if abs(mean) >= 1e4:
+    if integer or abs(mean) >= 1e4:
         body = f"{mean:,.0f}"
-        return body if n <= 1 or std == 0 else f"{body} ± {std:,.0f}"
+        return body if n <= 1 or round(std) == 0 else f"{body} ± {std:,.0f}"
     body = f"{mean:.{digits}f}"
     return body if n <= 1 else f"{body} ± {std:.{digits}f}"
+
+
+def _rows(
+    summary: Sequence[dict[str, Any]], by: Sequence[str], columns: Sequence[str], digits: int
+) -> tuple[list[str], list[list[str]]]:
+    header = [*by, "n", *(TRAILING.get(c, c) for c in columns)]
+    rows = []
+    for s in summary:
+        row = [str(s[k]) for k in by] + [str(s["n"])]
+        for m in columns:
+            mean, std, n = s["stats"].get(m, (math.nan, math.nan, 0))
+            row.append(_fmt(mean, std, n, 1 if m == "train_seconds" else digits, integer=m in INTEGER_FIELDS))
+        rows.append(row)
+    return header, rows
+
+
+def _render(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(header)]
+    line = "  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()
+    sep = "  ".join("-" * w for w in widths)
+    body = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join([line, sep, *body])
 
 
 def format_table(
@@ -136,22 +167,50 @@ def format_table(
     by: Sequence[str] = ("dataset", "method"),
     digits: int = 4,
 ) -> str:
-    """A plain-text table: one row per group, mean ± std over seeds for each metric."""
+    """A plain-text table: one row per group, mean ± std over seeds for each metric, then ``params``
+    (an integer) and ``train_s`` (seconds, one decimal). One table however wide; see
+    :func:`console_tables` for tables that fit a terminal."""
     summary = summarize(records, by=by)
     if not summary:
         return "(no results)"
     if metrics is None:
-        metrics = [m for m in summary[0]["stats"] if m not in ("params", "train_seconds")]
-    cols = [*by, "n", *metrics, "params", "train_seconds"]
-    rows = []
-    for s in summary:
-        row = [str(s[k]) for k in by] + [str(s["n"])]
-        for m in [*metrics, "params", "train_seconds"]:
-            mean, std, n = s["stats"].get(m, (math.nan, math.nan, 0))
-            row.append(_fmt(mean, std, n, 1 if m == "train_seconds" else digits))
-        rows.append(row)
-    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
-    line = "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))
-    sep = "  ".join("-" * w for w in widths)
-    body = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join([line, sep, *body])
+        metrics = [m for m in summary[0]["stats"] if m not in TRAILING]
+    return _render(*_rows(summary, by, [*metrics, *TRAILING], digits))
+
+
+def console_tables(
+    records: Iterable[Record | dict],
+    *,
+    metrics: Sequence[str] | None = None,
+    by: Sequence[str] = ("dataset", "method"),
+    digits: int = 4,
+    width: int = 100,
+    wide: bool = False,
+) -> str:
+    """:func:`format_table` split into tables at most ``width`` characters wide (``wide``: one table).
+
+    The first (headline) table holds the first metrics, ``params`` and ``train_s``; the following
+    tables hold the remaining metrics in order. Every table repeats the ``by`` columns and ``n``. A
+    single column wider than ``width`` still gets a table of its own.
+    """
+    summary = summarize(records, by=by)
+    if not summary:
+        return "(no results)"
+    if metrics is None:
+        metrics = [m for m in summary[0]["stats"] if m not in TRAILING]
+    if wide:
+        return _render(*_rows(summary, by, [*metrics, *TRAILING], digits))
+
+    def fits(columns: Sequence[str]) -> bool:
+        text = _render(*_rows(summary, by, columns, digits))
+        return max(len(line) for line in text.splitlines()) <= width
+
+    groups: list[list[str]] = [list(TRAILING)]
+    for m in metrics:
+        first = len(groups) == 1
+        candidate = [*groups[-1][: -len(TRAILING)], m, *TRAILING] if first else [*groups[-1], m]
+        if fits(candidate) or groups[-1] in ([], list(TRAILING)):
+            groups[-1] = candidate
+        else:
+            groups.append([m])
+    return "\n\n".join(_render(*_rows(summary, by, cols, digits)) for cols in groups)
