@@ -69,6 +69,16 @@ def test_mnist1d_has_signal_shifts_and_signal_ood_sets(mnist1d):
         torch.testing.assert_close(sets[name], ref[name], rtol=0, atol=0)
 
 
+def test_for_splits_infers_the_modality(digits, mnist1d):
+    for bench in (digits, mnist1d):
+        again = Benchmark.for_splits(bench.splits)
+        assert again.modality == bench.modality and again.splits is bench.splits and again.near_ood == {}
+    with pytest.raises(ValueError, match=r"\(N, C, L\) signals or \(N, C, H, W\) images"):
+        Benchmark.for_splits(
+            load_digits(seed=0).__class__(**{**vars(load_digits(seed=0)), "x_test": torch.zeros(2, 3)})
+        )
+
+
 def test_the_tiny_preset_names_exist_for_every_modality(digits, mnist1d):
     for bench in (digits, mnist1d):
         assert "gaussian_noise" in bench.shift_kinds and "gaussian" in bench.ood_kinds

@@ -8,6 +8,7 @@ One entry point so that experiments swap datasets with a name::
     bench.shift(x, "gaussian_noise", 3, seed=0)         # model inputs -> shifted model inputs
     bench.ood_sets(kinds=None, n=None, seed=0)          # {"gaussian": x_ood, ...} model inputs
     bench.near_ood                                      # {"heldout": x} with heldout=True, else {}
+    Benchmark.for_splits(splits)                        # the same from splits alone (modality from rank)
 
 :func:`load_dataset` ``(name, *, seed, train_size=None, heldout=False, root=None)``:
 
@@ -79,6 +80,17 @@ class Benchmark:
     def __post_init__(self) -> None:
         if self.modality not in _DEFAULT_MODELS:
             raise ValueError(f"modality must be 'image' or 'signal', got {self.modality!r}")
+
+    @classmethod
+    def for_splits(cls, splits: ImageSplits, *, near_ood: dict[str, Tensor] | None = None) -> Benchmark:
+        """The benchmark of already loaded ``splits``: ``"signal"`` for ``(N, C, L)`` inputs, ``"image"``
+        for ``(N, C, H, W)`` (what an evaluation that is handed only the splits should use)."""
+        modality = {3: "signal", 4: "image"}.get(splits.x_test.dim())
+        if modality is None:
+            raise ValueError(
+                f"splits must hold (N, C, L) signals or (N, C, H, W) images, got {tuple(splits.x_test.shape)}"
+            )
+        return cls(splits=splits, modality=modality, near_ood=dict(near_ood or {}))
 
     @property
     def name(self) -> str:
