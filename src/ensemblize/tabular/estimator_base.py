@@ -1,7 +1,7 @@
 """The one implementation behind every tabular ensemble estimator (LoMETab, official TabM).
 
 A concrete estimator only says which network it trains: its own ``__init__`` (hyper-parameters),
-``_validate_model_params``, ``_model_config`` (JSON sizes) and ``_network(config, bins)``. Everything
+``_validate_model_params``, ``_network_options`` (its own JSON settings) and ``_network(config, bins)``. Everything
 else is shared here:
 
 ``fit(X, y, eval_set=None)``
@@ -133,10 +133,11 @@ class TabularEnsembleEstimator(BaseEstimator):
     """Shared implementation of the tabular ensemble estimators (see the module docstring).
 
     Subclasses define ``__init__`` (keyword-only hyper-parameters, stored unchanged; they must
-    include the training parameters read here: ``members``, ``embedding``, ``n_bins``,
+    include the parameters read here: ``members``, ``n_blocks``, ``d_block``, ``dropout``,
+    ``d_embedding``, ``embedding``, ``n_bins``,
     ``bin_method``, ``lr``, ``weight_decay``, ``batch_size``, ``max_epochs``, ``patience``,
     ``per_member_batches``, ``val_fraction``, ``impute``, ``random_state``, ``device``, ``verbose``)
-    and the network hooks ``_validate_model_params``, ``_model_config``, ``_network``.
+    and the network hooks ``_validate_model_params``, ``_network_options``, ``_network``.
     """
 
     _regression: ClassVar[bool] = False
@@ -147,8 +148,26 @@ class TabularEnsembleEstimator(BaseEstimator):
     def _validate_model_params(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _model_config(self) -> dict[str, Any]:  # pragma: no cover - abstract
+    def _network_options(self) -> dict[str, Any]:  # pragma: no cover - abstract
+        """The family's own network settings (JSON values), added to :meth:`_model_config`."""
         raise NotImplementedError
+
+    def _model_config(self) -> dict[str, Any]:
+        """The network's constructor arguments (JSON), from the fitted preprocessor and the parameters."""
+        prep = self.preprocessor_
+        return {
+            "n_num": prep.n_numeric_,
+            "cat_cardinalities": prep.cat_cardinalities_,
+            "n_out": 1 if self._regression else len(self.classes_),
+            "regression": self._regression,
+            "members": int(self.members),
+            "n_blocks": None if self.n_blocks is None else int(self.n_blocks),
+            "d_block": int(self.d_block),
+            "dropout": float(self.dropout),
+            "embedding": self.embedding,
+            "d_embedding": int(self.d_embedding),
+            **self._network_options(),
+        }
 
     @classmethod
     def _network(

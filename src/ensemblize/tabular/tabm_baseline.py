@@ -158,21 +158,8 @@ class _TabMBase(TabularEnsembleEstimator):
         check_real(self.dropout, "dropout", low=0.0, low_open=False, high=1.0)
         check_int(self.d_embedding, name="d_embedding", minimum=1)
 
-    def _model_config(self) -> dict[str, Any]:
-        prep = self.preprocessor_
-        return {
-            "n_num": prep.n_numeric_,
-            "cat_cardinalities": prep.cat_cardinalities_,
-            "n_out": 1 if self._regression else len(self.classes_),
-            "regression": self._regression,
-            "members": int(self.members),
-            "arch_type": self.arch_type,
-            "n_blocks": None if self.n_blocks is None else int(self.n_blocks),
-            "d_block": int(self.d_block),
-            "dropout": float(self.dropout),
-            "embedding": self.embedding,
-            "d_embedding": int(self.d_embedding),
-        }
+    def _network_options(self) -> dict[str, Any]:
+        return {"arch_type": self.arch_type}
 
     @classmethod
     def _network(cls, config: dict[str, Any], bins: list[Tensor] | None) -> TabMNetwork:
