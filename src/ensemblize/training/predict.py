@@ -24,6 +24,7 @@ result; a DataLoader is predicted whole on every rank.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -115,45 +116,29 @@ def _local_outputs(module, source, *, transform, batch_size, device, ctx, bar) -
     return (torch.cat(indices), concat(results)) if results else (torch.empty(0, dtype=torch.long), None)
 
 
-def sharded_predict(
-    model: nn.Module,
-    data: object,
-    *,
-    transform: Callable[[Any], Any] | None = None,
-    batch_size: int = 512,
-    device: str | torch.device | None = None,
-    labels_key: str = "labels",
-    progress: bool = False,
-    desc: str = "predict",
-) -> tuple[Tensor, Any]:
-    """``(indices, results)`` gathered from every rank in rank order (NOT sorted; see :func:`predict_outputs`).
-
-    Without a process group ``indices`` is ``arange(N)``. Used to check that every sample is
-    predicted exactly once under torchrun.
-    """
-    batch_size = check_int(batch_size, name="batch_size", minimum=1)
+def _gather_outputs(model: nn.Module, data: object, o: dict[str, Any]) -> tuple[Tensor, Any]:
+    batch_size = check_int(o["batch_size"], name="batch_size", minimum=1)
     module = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
     if not isinstance(module, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    dev = model_device(module) if device is None else torch.device(device)
+    dev = model_device(module) if o["device"] is None else torch.device(o["device"])
     module.to(dev)
     ctx = D.current()
-    source = make_source(data, name="data", labels_key=labels_key)
+    source = make_source(data, name="data", labels_key=o["labels_key"])
     steps = -(-source.n // batch_size) if source.shardable else source.num_batches(source.n, batch_size)
-    bar = Progress(steps, desc=desc, unit="batch", enabled=bool(progress) and ctx.is_main)
+    bar = Progress(steps, desc=o["desc"], unit="batch", enabled=bool(o["progress"]) and ctx.is_main)
     was = module.training
     module.eval()
     try:
         with torch.no_grad():
-            local = _local_outputs(module, source, transform=transform, batch_size=batch_size, device=dev,
+            local = _local_outputs(module, source, transform=o["transform"], batch_size=batch_size, device=dev,
                                    ctx=ctx, bar=bar)  # fmt: skip
     finally:
         module.train(was)
         bar.close()
     parts = D.gather(local, ctx) if source.shardable else [local]
     indices = torch.cat([p[0] for p in parts])
-    results = [p[1] for p in parts if p[1] is not None]
-    return indices, concat(results)
+    return indices, concat([p[1] for p in parts if p[1] is not None])
 
 
 def predict_outputs(
@@ -179,12 +164,29 @@ def predict_outputs(
         labels_key: the dict entry that holds labels, dropped before calling the model.
         progress: a per-batch :class:`~ensemblize.training.progress.Progress` labelled ``desc``.
     """
-    indices, results = sharded_predict(model, data, transform=transform, batch_size=batch_size, device=device,
-                                       labels_key=labels_key, progress=progress, desc=desc)  # fmt: skip
-    if D.current().enabled and not torch.equal(indices, torch.arange(indices.numel())):
+    options = {k: v for k, v in locals().items() if k not in ("model", "data")}
+    indices, results = _gather_outputs(model, data, options)
+    if D.current().enabled:
         D.check_coverage(indices, indices.numel())
         results = _reorder(results, torch.argsort(indices))
     return results
+
+
+def sharded_predict(model: nn.Module, data: object, **options: Any) -> tuple[Tensor, Any]:
+    """``(indices, results)`` gathered from every rank in rank order (NOT sorted); keywords of :func:`predict_outputs`.
+
+    Without a process group ``indices`` is ``arange(N)``. Used to check that every sample is
+    predicted exactly once under torchrun.
+    """
+    defaults = {
+        k: p.default
+        for k, p in inspect.signature(predict_outputs).parameters.items()
+        if p.kind is p.KEYWORD_ONLY
+    }
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        raise TypeError(f"sharded_predict got unexpected keyword(s) {unknown}; expected {sorted(defaults)}")
+    return _gather_outputs(model, data, {**defaults, **options})
 
 
 def predict(
