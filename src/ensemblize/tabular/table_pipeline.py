@@ -1,0 +1,188 @@
+"""What every tabular estimator does around its model: raw-table input, validation split, preprocessing.
+
+:class:`TablePipeline` is the scikit-learn base of the network estimators
+(:mod:`ensemblize.tabular.estimator_base`) and the GBDT wrappers (:mod:`ensemblize.tabular.gbdt`), so
+all of them read a raw DataFrame by the same rules:
+
+1. ``X``: a pandas DataFrame (numbers, strings, bools, categories, datetimes, NaN) or a 2-D array
+   (columns ``x0, x1, …``); never modified; sparse input and MultiIndex columns are errors saying so.
+   ``y`` of shape ``(N, 1)`` is flattened with scikit-learn's ``DataConversionWarning``.
+2. validation rows: ``eval_set=(X_val, y_val)``, or a seeded ``val_fraction`` split (stratified for
+   classification when every class has ≥ 2 rows).
+3. :class:`ensemblize.data.table_preprocessing.TabularPreprocessor` fitted on the training rows
+   (``impute=True`` by default: median + missing indicator / missing category; column kinds fixed so
+   a column keeps its meaning whatever dtype it arrives in later; datetimes as seconds).
+
+Subclasses set ``_regression`` and store ``impute``, ``random_state`` and ``val_fraction``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from numbers import Integral
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ensemblize.data.table_preprocessing import TabularPreprocessor
+from ensemblize.tabular.inputs import as_frame, as_target, check_bool, check_real
+
+__all__ = ["TablePipeline"]
+
+
+class TablePipeline(BaseEstimator):
+    """Input checks, validation split and preprocessing shared by the tabular estimators (module docstring)."""
+
+    _regression: ClassVar[bool] = False
+
+    def _validate_pipeline_params(self) -> None:
+        check_real(self.val_fraction, "val_fraction", low=0.0, low_open=True, high=1.0)
+        check_bool(self.impute, "impute")
+        if self.random_state is not None and not isinstance(
+            self.random_state, (Integral, np.random.RandomState)
+        ):
+            raise TypeError(f"random_state must be None, an int or a RandomState, got {self.random_state!r}")
+
+    # -- scikit-learn glue ---------------------------------------------------------------------
+    def __sklearn_tags__(self):
+        """scikit-learn tags: string / categorical columns are accepted; NaN unless ``impute=False``."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.string = True
+        tags.input_tags.categorical = True
+        tags.input_tags.allow_nan = bool(self.impute)
+        tags.non_deterministic = self.random_state is None
+        return tags
+
+    def _seed(self) -> int:
+        rs = self.random_state
+        if isinstance(rs, Integral) and not isinstance(rs, bool):
+            return int(rs) % (2**31)
+        from sklearn.utils import check_random_state
+
+        return int(check_random_state(rs).randint(2**31 - 1))
+
+    @property
+    def _task(self) -> str:
+        if self._regression:
+            return "regression"
+        return "binclass" if len(self.classes_) == 2 else "multiclass"
+
+    # -- fit -----------------------------------------------------------------------------------
+    def _check_fit_input(self, X: Any, y: Any) -> tuple[pd.DataFrame, np.ndarray]:
+        frame = as_frame(X, name="X")
+        n = len(frame)
+        yarr = as_target(y, name="y", n=n)
+        if n < 2:
+            raise ValueError(f"X must have at least 2 rows, got n_samples = {n}")
+        if frame.shape[1] == 0:
+            raise ValueError(f"0 feature(s) (shape=({n}, 0)) while a minimum of 1 is required.")
+        probe = frame if isinstance(X, pd.DataFrame) else np.empty((1, frame.shape[1]))
+        validate_data(self, probe, reset=True, skip_check_array=True)  # n_features_in_, feature_names_in_
+        if any(not isinstance(c, str) for c in frame.columns):
+            frame = frame.rename(columns=str)
+        if self._regression and (not np.issubdtype(yarr.dtype, np.number) or yarr.dtype == bool):
+            raise TypeError(
+                f"Unknown label type: a regression target y must be numeric, got dtype {yarr.dtype}"
+            )
+        if not self._regression:
+            from sklearn.utils.multiclass import type_of_target
+
+            kind = type_of_target(yarr)
+            if kind not in ("binary", "multiclass"):
+                raise ValueError(f"Unknown label type: {kind!r}; y must hold class labels for a classifier")
+            self.classes_ = np.unique(yarr)
+            if len(self.classes_) < 2:
+                raise ValueError(f"y has a single class {self.classes_.tolist()}; need at least 2 classes")
+        return frame, yarr
+
+    def _validation_split(self, frame, yarr, eval_set, seed):
+        if eval_set is not None:
+            if not isinstance(eval_set, (tuple, list)) or len(eval_set) != 2:
+                raise TypeError(f"eval_set must be a pair (X_val, y_val), got {type(eval_set).__name__}")
+            va_frame = self._frame_for_eval(eval_set[0], frame)
+            return frame, yarr, va_frame, as_target(eval_set[1], name="eval_set y", n=len(va_frame))
+        from sklearn.model_selection import train_test_split
+
+        n = len(frame)
+        n_val = max(1, int(round(self.val_fraction * n)))
+        if n_val >= n:
+            raise ValueError(f"val_fraction={self.val_fraction} leaves no training rows out of {n}")
+        strat = None
+        if not self._regression:
+            _, counts = np.unique(yarr, return_counts=True)
+            if counts.min() >= 2 and n_val >= len(counts) and n - n_val >= len(counts):
+                strat = yarr
+        tr_idx, va_idx = train_test_split(np.arange(n), test_size=n_val, random_state=seed, stratify=strat)
+        tr_idx, va_idx = np.sort(tr_idx), np.sort(va_idx)
+        return frame.iloc[tr_idx], yarr[tr_idx], frame.iloc[va_idx], yarr[va_idx]
+
+    def _frame_for_eval(self, X_val: Any, train_frame: pd.DataFrame) -> pd.DataFrame:
+        frame = as_frame(X_val, name="eval_set X")
+        if frame.shape[1] != train_frame.shape[1]:
+            raise ValueError(f"eval_set X has {frame.shape[1]} features, but X has {train_frame.shape[1]}")
+        if not isinstance(X_val, pd.DataFrame) or any(not isinstance(c, str) for c in frame.columns):
+            frame = frame.set_axis(list(train_frame.columns), axis=1)
+        return frame
+
+    def _encode_y(self, y: np.ndarray, *, name: str) -> np.ndarray:
+        """Target -> int64 class indices or float32 standardised values, errors naming ``name``."""
+        if self._regression:
+            if not np.issubdtype(y.dtype, np.number) or y.dtype == bool:
+                raise TypeError(
+                    f"Unknown label type: {name} must be numeric for regression, got dtype {y.dtype}"
+                )
+            if not np.isfinite(y.astype(np.float64)).all():
+                raise ValueError(f"{name} contains inf")
+            return self.preprocessor_.transform_target(y)
+        lookup = {v: i for i, v in enumerate(self.classes_.tolist())}
+        unknown = [v for v in pd.unique(y).tolist() if v not in lookup]
+        if unknown:
+            raise ValueError(
+                f"{name} has label {unknown[0]!r} that is not among the training classes {self.classes_.tolist()}"
+            )
+        return np.fromiter((lookup[v] for v in y.tolist()), dtype=np.int64, count=len(y))
+
+    # -- predict -------------------------------------------------------------------------------
+    def _frame_for_predict(self, X: Any) -> pd.DataFrame:
+        frame = as_frame(X, name="X")
+        probe = frame if isinstance(X, pd.DataFrame) else np.empty((1, frame.shape[1]))
+        validate_data(self, probe, reset=False, skip_check_array=True)  # feature names / count
+        if len(frame) == 0:
+            raise ValueError(f"X has 0 rows (shape {frame.shape}); predicting needs at least 1 sample")
+        if list(map(str, frame.columns)) != self.preprocessor_.columns_:
+            frame = frame.set_axis(self.preprocessor_.columns_, axis=1)  # positional (arrays)
+        return frame
+
+    @staticmethod
+    def _index(X: Any) -> pd.Index | None:
+        return X.index if isinstance(X, pd.DataFrame) else None
+
+    def _preprocess(self, frame: pd.DataFrame, yarr: np.ndarray, eval_set: Any, seed: int):
+        """Split, fit ``preprocessor_`` on the training rows and encode both parts.
+
+        Returns ``(x_train, t_train, x_val, t_val)``: float32 feature matrices and int64 class
+        indices / float32 standardised targets.
+        """
+        tr_frame, y_tr, va_frame, y_va = self._validation_split(frame, yarr, eval_set, seed)
+        prep = TabularPreprocessor(task=self._task, seed=seed, impute=bool(self.impute))
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")  # an ID-column warning each fit, not once per session
+            prep.fit(tr_frame, y_tr if self._regression else None)
+        self.preprocessor_ = prep
+        if prep.n_features_out_ == 0:
+            raise ValueError(f"every column is constant on the training rows: dropped {prep.dropped_}")
+        val_name = "eval_set y" if eval_set is not None else "y"
+        return (
+            prep.transform(tr_frame),
+            self._encode_y(y_tr, name="y"),
+            prep.transform(va_frame),
+            self._encode_y(y_va, name=val_name),
+        )
+
+    def _transform_for_predict(self, X: Any, *, fitted: str) -> np.ndarray:
+        """Checked, preprocessed prediction rows ``(N, n_features_out_)`` float32."""
+        check_is_fitted(self, fitted)
+        return self.preprocessor_.transform(self._frame_for_predict(X))
