@@ -9,7 +9,14 @@ import pytest
 import torch
 
 from ensemblize.data.corruptions import CORRUPTIONS, corrupt
-from ensemblize.data.datasets import DATASETS, Benchmark, load_dataset
+from ensemblize.data.datasets import (
+    DATASETS,
+    DEFAULT_MODEL,
+    MODALITY,
+    REDUCED_SHIFTS,
+    Benchmark,
+    load_dataset,
+)
 from ensemblize.data.images import load_digits
 from ensemblize.data.ood import NAMES, ood_sets
 from ensemblize.data.ood1d import SIGNAL_OOD_NAMES, signal_ood_sets
@@ -113,6 +120,7 @@ def test_train_size_and_heldout(name):
 
 def test_bad_arguments_are_named(tmp_path):
     assert DATASETS == ("digits", "mnist1d", "cifar10", "cifar100")
+    assert tuple(MODALITY) == DATASETS and set(MODALITY.values()) == set(DEFAULT_MODEL) == set(REDUCED_SHIFTS)
     with pytest.raises(ValueError, match=r"unknown dataset 'mnist'; choose one of \['digits', 'mnist1d'"):
         load_dataset("mnist", seed=0)
     with pytest.raises(ValueError, match="root="):

@@ -53,14 +53,23 @@ from torch import Tensor
 
 from .images import ImageSplits, subsample_train
 
-__all__ = ["DATASETS", "Benchmark", "load_dataset"]
+__all__ = ["DATASETS", "DEFAULT_MODEL", "MODALITY", "REDUCED_SHIFTS", "Benchmark", "load_dataset"]
 
 DATASETS: tuple[str, ...] = ("digits", "mnist1d", "cifar10", "cifar100")
 """Names accepted by :func:`load_dataset`."""
 
-REDUCED_IMAGE_SHIFTS = ("gaussian_noise", "gaussian_blur", "contrast", "pixelate", "elastic_transform")
+MODALITY: dict[str, str] = {"digits": "image", "mnist1d": "signal", "cifar10": "image", "cifar100": "image"}
+"""Each dataset's modality: ``"image"`` (``(N, C, H, W)``) or ``"signal"`` (``(N, C, L)``)."""
 
-_DEFAULT_MODELS = {"image": "resnet_small", "signal": "resnet1d"}
+DEFAULT_MODEL: dict[str, str] = {"image": "resnet_small", "signal": "resnet1d"}
+"""The backbone a run uses per modality when none is named."""
+
+REDUCED_SHIFTS: dict[str, tuple[str, ...]] = {
+    "image": ("gaussian_noise", "gaussian_blur", "contrast", "pixelate", "elastic_transform"),
+    "signal": ("gaussian_noise", "time_shift", "amplitude_scale", "blur", "dropout", "baseline_wander"),
+}
+"""Per modality, the shift kinds of a cheaper evaluation (images: one per CIFAR-10-C family plus two;
+signals: all six, they are cheap)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +87,7 @@ class Benchmark:
     near_ood: dict[str, Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.modality not in _DEFAULT_MODELS:
+        if self.modality not in DEFAULT_MODEL:
             raise ValueError(f"modality must be 'image' or 'signal', got {self.modality!r}")
 
     @classmethod
@@ -100,7 +109,7 @@ class Benchmark:
     @property
     def default_model(self) -> str:
         """The backbone a run uses when none is named: ``"resnet_small"`` (images) or ``"resnet1d"``."""
-        return _DEFAULT_MODELS[self.modality]
+        return DEFAULT_MODEL[self.modality]
 
     @property
     def shift_kinds(self) -> tuple[str, ...]:
@@ -116,7 +125,7 @@ class Benchmark:
     @property
     def reduced_shift_kinds(self) -> tuple[str, ...]:
         """A cheaper subset of :attr:`shift_kinds` for quick evaluations."""
-        return self.shift_kinds if self.modality == "signal" else REDUCED_IMAGE_SHIFTS
+        return REDUCED_SHIFTS[self.modality]
 
     @property
     def ood_kinds(self) -> tuple[str, ...]:
@@ -214,4 +223,4 @@ def load_dataset(
         splits = load_images(name, seed=seed, root=root)
     if train_size is not None:
         splits = subsample_train(splits, train_size, seed=seed)
-    return Benchmark(splits=splits, modality="signal" if name == "mnist1d" else "image", near_ood=near)
+    return Benchmark(splits=splits, modality=MODALITY[name], near_ood=near)
