@@ -364,15 +364,21 @@ def test_resume_from_mid_run_matches_uninterrupted(tmp_path: Path):
     train, val = _data()
     full = _model()
     fit(full, train, val, epochs=4, optimizer="adamw", early_stopping_patience=3, **FAST)
-    # stop after 2 epochs via a callback, then resume the same call to 4
+
+    # crash during epoch 3 (after epoch 2's checkpoint was written), then resume the same call to 4
+    class Crash(Exception):
+        pass
+
+    def crash(epoch, record, model):
+        if epoch == 3:
+            raise Crash
+
     part = _model()
-    fit(part, train, val, epochs=4, optimizer="adamw", early_stopping_patience=3, checkpoint_dir=tmp_path,
-        callbacks=[lambda e, r, m: e == 2], **FAST)  # fmt: skip
+    with pytest.raises(Crash):
+        fit(part, train, val, epochs=4, optimizer="adamw", early_stopping_patience=3, checkpoint_dir=tmp_path,
+            callbacks=[crash], **FAST)  # fmt: skip
     meta = json.loads(next(tmp_path.glob("*.json")).read_text())
-    assert meta["epoch"] == 2 and meta["stopped"]
-    # a callback stop is final: rewrite the flag as if the run had been killed after epoch 2
-    meta["stopped"] = False
-    (tmp_path / "epoch_0002.json").write_text(json.dumps(meta))
+    assert meta["epoch"] == 2 and not meta["stopped"]
     resumed = _model()
     res = fit(resumed, train, val, epochs=4, optimizer="adamw", early_stopping_patience=3, checkpoint_dir=tmp_path,
               **FAST)  # fmt: skip
