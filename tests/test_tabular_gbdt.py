@@ -111,3 +111,60 @@ def test_bad_inputs_are_named(concrete, wine):
     model = fit_gbdt("xgboost", *args, task="regression", seed=0, params={"max_rounds": 5})
     with pytest.raises(ValueError, match="columns"):
         model.predict(p.X_test[:, :2])
+
+
+# ------------------------------------------------------------------------------------------------
+# scikit-learn estimators on raw tables
+# ------------------------------------------------------------------------------------------------
+def _raw_frame(n=400, seed=0):
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(
+        {
+            "x": rng.normal(size=n),
+            "z": rng.exponential(size=n),
+            "city": rng.choice(["a", "b", "c"], n).astype(object),
+            "flag": rng.random(n) < 0.4,
+        }
+    )
+    X.loc[::11, "z"] = np.nan
+    X.loc[::13, "city"] = None
+    return X
+
+
+def test_protocol_defaults_are_issue_11s():
+    from ensemblize.tabular import GBDTClassifier
+
+    assert DEFAULT_PARAMS["xgboost"]["max_rounds"] == DEFAULT_PARAMS["catboost"]["max_rounds"] == 4000
+    assert DEFAULT_PARAMS["xgboost"]["learning_rate"] == DEFAULT_PARAMS["catboost"]["learning_rate"] == 0.05
+    p = GBDTClassifier().get_params()
+    assert (p["learning_rate"], p["max_rounds"], p["early_stopping_rounds"], p["impute"]) == (
+        0.05,
+        4000,
+        50,
+        True,
+    )
+
+
+@pytest.mark.parametrize("kind", ["xgboost", "catboost"])
+def test_raw_frames_with_nan_and_categoricals(kind):
+    from ensemblize.tabular import GBDTClassifier, GBDTRegressor
+
+    X = _raw_frame()
+    y = np.where(X["x"] + (X["city"] == "b") > 0.2, "yes", "no")
+    clf = GBDTClassifier(kind=kind, max_rounds=60, random_state=0).fit(X, y)
+    assert clf.preprocessor_.indicators_ == ["z"] and clf.preprocessor_.categories_["city"][-1] == "<missing>"
+    p = clf.predict_proba(X)
+    assert p.dtype == np.float64 and np.abs(p.sum(1) - 1).max() <= 1e-12
+    assert clf.score(X, y) > 0.85 and 0 <= clf.best_iteration_ < 60
+    # the same column read the same way whatever its dtype at predict time
+    np.testing.assert_array_equal(clf.predict_proba(X.assign(flag=X["flag"].astype(int))), p)
+    target = X["x"].to_numpy() * 5 + 100
+    reg = GBDTRegressor(kind=kind, max_rounds=100, random_state=0).fit(X, target)
+    rmse = np.sqrt(np.mean((reg.predict(X) - target) ** 2))
+    assert rmse < 0.5 * target.std()
+    with pytest.raises(ValueError, match="kind"):
+        GBDTRegressor(kind="lightgbm").fit(X, target)
+    with pytest.raises(ValueError, match="NaN.*z"):
+        GBDTRegressor(kind=kind, impute=False).fit(X, target)

@@ -9,7 +9,8 @@
   plain shared or fully independent layers;
 * :func:`train_model` (:mod:`.train`) — the TabM training protocol with early stopping on the
   ensemble's validation score and per-epoch diversity;
-* :func:`fit_gbdt` (:mod:`.gbdt`) — XGBoost / CatBoost baselines on the same splits.
+* :class:`GBDTClassifier` / :class:`GBDTRegressor` and :func:`fit_gbdt` (:mod:`.gbdt`) — XGBoost /
+  CatBoost baselines (lr 0.05, ≤ 4,000 rounds, early stopping) on the same preprocessing and splits.
 
 Names are imported on first access.
 """
@@ -30,6 +31,8 @@ _ATTRIBUTES = {
     "train_model": "ensemblize.tabular.train",
     "TrainResult": "ensemblize.tabular.train",
     "auto_batch_size": "ensemblize.tabular.train",
+    "GBDTClassifier": "ensemblize.tabular.gbdt",
+    "GBDTRegressor": "ensemblize.tabular.gbdt",
     "fit_gbdt": "ensemblize.tabular.gbdt",
     "predict_gbdt": "ensemblize.tabular.gbdt",
     "GBDTModel": "ensemblize.tabular.gbdt",
@@ -41,6 +44,7 @@ _ATTRIBUTES = {
 _SUBMODULES = (
     "estimators",
     "estimator_base",
+    "table_pipeline",
     "tabm_baseline",
     "inputs",
     "bins",

@@ -43,7 +43,7 @@ from ensemblize.checkpoint import load_checkpoint, load_state_strict, save_check
 from ensemblize.data.table_preprocessing import TabularPreprocessor
 from ensemblize.tabular.bins import BIN_METHODS, safe_bins
 from ensemblize.tabular.inputs import check_bool, check_choice, check_real
-from ensemblize.tabular.table_pipeline import TablePipeline
+from ensemblize.tabular.table_pipeline import TablePipeline, estimator_init
 from ensemblize.tabular.train import auto_batch_size, predict_members, train_model
 from ensemblize.tabular.uncertainty import classification_uncertainty, regression_uncertainty
 
@@ -91,30 +91,6 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "verbose": False,
 }
 """Defaults of the hyper-parameters every tabular ensemble estimator shares (TabM's training recipe)."""
-
-
-def estimator_init(defaults: dict[str, Any]):
-    """An ``__init__`` taking exactly ``defaults``' names as keyword-only arguments and storing them.
-
-    scikit-learn reads an estimator's hyper-parameters from its ``__init__`` signature; this builds
-    that signature once from a dict (shown by ``help``/``inspect``), so the estimator families share
-    one list of training parameters instead of repeating it. Unknown names and positional
-    arguments are a TypeError, as with a hand-written keyword-only ``__init__``.
-    """
-    kind = inspect.Parameter.KEYWORD_ONLY
-    signature = inspect.Signature(
-        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-        + [inspect.Parameter(name, kind, default=value) for name, value in defaults.items()]
-    )
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        bound = signature.bind(self, *args, **kwargs)
-        bound.apply_defaults()
-        for name in defaults:
-            setattr(self, name, bound.arguments[name])
-
-    __init__.__signature__ = signature  # type: ignore[attr-defined]
-    return __init__
 
 
 def _bounded(value: Any, key: str, *, minimum: int = 0) -> int:

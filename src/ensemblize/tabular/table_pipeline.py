@@ -18,6 +18,7 @@ Subclasses set ``_regression`` and store ``impute``, ``random_state`` and ``val_
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from numbers import Integral
 from typing import Any, ClassVar
@@ -30,7 +31,31 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ensemblize.data.table_preprocessing import TabularPreprocessor
 from ensemblize.tabular.inputs import as_frame, as_target, check_bool, check_real
 
-__all__ = ["TablePipeline"]
+__all__ = ["TablePipeline", "estimator_init"]
+
+
+def estimator_init(defaults: dict[str, Any]):
+    """An ``__init__`` taking exactly ``defaults``' names as keyword-only arguments and storing them.
+
+    scikit-learn reads an estimator's hyper-parameters from its ``__init__`` signature; this builds
+    that signature once from a dict (shown by ``help``/``inspect``), so the estimator families share
+    one list of training parameters instead of repeating it. Unknown names and positional
+    arguments are a TypeError, as with a hand-written keyword-only ``__init__``.
+    """
+    kind = inspect.Parameter.KEYWORD_ONLY
+    signature = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        + [inspect.Parameter(name, kind, default=value) for name, value in defaults.items()]
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        for name in defaults:
+            setattr(self, name, bound.arguments[name])
+
+    __init__.__signature__ = signature  # type: ignore[attr-defined]
+    return __init__
 
 
 class TablePipeline(BaseEstimator):
