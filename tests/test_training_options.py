@@ -245,3 +245,34 @@ def test_resume_refuses_other_seed_data_or_initial_weights_and_announces(tmp_pat
     res = fit(model(), train, epochs=2, batch_size=8, checkpoint_dir=tmp_path, **QUIET)
     assert res.resumed_from_epoch == 1 and res.epochs_run == 1  # a callback stop is final
     assert f"fit: resuming from epoch 1 in {tmp_path}" in capsys.readouterr().err
+
+
+def test_data_fingerprint_is_stable_under_random_augmentation_and_sees_changes():
+    import random
+
+    from torch.utils.data import Dataset
+
+    from ensemblize.training.data import make_source
+
+    class Noisy(Dataset):
+        def __init__(self, x):
+            self.x = x
+
+        def __len__(self):
+            return len(self.x)
+
+        def __getitem__(self, i):
+            return self.x[i] + 0.1 * torch.randn(4) + random.random(), 0
+
+    x, _ = _cls(40)
+    torch.manual_seed(1)
+    random.seed(1)
+    first = make_source(Noisy(x), name="train").fingerprint()
+    state = torch.get_rng_state()
+    torch.manual_seed(2)
+    random.seed(2)
+    assert make_source(Noisy(x), name="train").fingerprint() == first
+    torch.manual_seed(1)
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's RNG was restored
+    assert make_source(Noisy(x * 2), name="train").fingerprint() != first
+    assert make_source(Noisy(x[:39]), name="train").fingerprint() != first

@@ -133,6 +133,7 @@ def train_model(
     seed: int = 0,
     verbose: bool = False,
     regularizer: Callable[[nn.Module], Tensor] | None = None,
+    desc: str = "train_model",
 ) -> TrainResult:
     """Train ``model`` in place with :func:`ensemblize.training.fit` and restore its best validation epoch.
 
@@ -155,6 +156,7 @@ def train_model(
         regularizer: optional ``regularizer(model) -> scalar tensor`` added to every step's loss
             (e.g. the σN-Ens diversity term); the history then also has ``train_regularizer``
             (its per-row mean), while ``train_loss`` stays the task loss alone.
+        desc: the progress label (e.g. ``"lometab/adult/s0"``).
 
     Returns a :class:`TrainResult` whose ``history`` has one dict per epoch: ``epoch`` (0-based),
     ``train_loss``, ``val_loss`` (NLL of ``p̄``, or MSE of the member mean), ``val_accuracy`` /
@@ -187,7 +189,7 @@ def train_model(
         per_member_batches=bool(per_member_batches),
         seed=int(seed),
         progress=bool(verbose),
-        desc="train_model",
+        desc=desc,
         device=x_train.device,
     )
     rows = _rows(res.history, regression=regression, with_regularizer=regularizer is not None)

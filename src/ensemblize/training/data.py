@@ -29,13 +29,17 @@ is gathered to ``(B, M, ...)``: member ``m`` sees its own row order.
 Data fingerprint (:meth:`Source.fingerprint`, stored with checkpoints to refuse resuming on other
 data): SHA-256 over ``N``, then for 16 evenly spaced rows every entry's shape, dtype and values
 (at most 65,536 evenly spaced values per entry). It is cheap and catches a different data set,
-split, size, order or preprocessing; an edit to a row it does not sample goes unnoticed.
+split, size, order or preprocessing; an edit to a row it does not sample goes unnoticed. The rows are
+read with Python's, NumPy's and torch's global RNGs seeded to 0 (and restored afterwards), so a
+Dataset with random augmentation has a stable fingerprint.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -185,6 +189,21 @@ def _digest(h: Any, tree: Any) -> None:
         h.update(values.numpy().tobytes())
 
 
+@contextmanager
+def _fixed_rng() -> Iterator[None]:
+    """Seed Python's, NumPy's and torch's CPU global RNGs to 0 for the block; restore them after."""
+    py, np_state = random.getstate(), np.random.get_state()  # noqa: NPY002 - saving the legacy global state
+    with torch.random.fork_rng(devices=[]):
+        random.seed(0)
+        np.random.seed(0)  # noqa: NPY002
+        torch.manual_seed(0)
+        try:
+            yield
+        finally:
+            random.setstate(py)
+            np.random.set_state(np_state)  # noqa: NPY002
+
+
 class Source:
     """Batches of one data argument (see the module docstring for the accepted forms)."""
 
@@ -282,7 +301,8 @@ class IndexedSource(Source):
         """See the module docstring."""
         h = hashlib.sha256(f"n={self.n};".encode())
         idx = torch.linspace(0, self.n - 1, min(self.n, _FINGERPRINT_ROWS)).round().long().unique()
-        _digest(h, self.take(idx))
+        with _fixed_rng():
+            _digest(h, self.take(idx))
         return h.hexdigest()[:16]
 
 
@@ -326,7 +346,8 @@ class LoaderSource(Source):
         ds = self.loader.dataset
         if hasattr(ds, "__getitem__"):
             idx = torch.linspace(0, self.n - 1, min(self.n, _FINGERPRINT_ROWS)).round().long().unique()
-            _digest(h, self.loader.collate_fn([ds[i] for i in idx.tolist()]))
+            with _fixed_rng():
+                _digest(h, self.loader.collate_fn([ds[i] for i in idx.tolist()]))
         return h.hexdigest()[:16]
 
 
