@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import warnings
 
 import numpy as np
@@ -12,9 +11,8 @@ import rtdl_num_embeddings as rtdl
 import tabm
 import torch
 
-from ensemblize.tabular import LoMETabClassifier, TabMClassifier, TabMRegressor
-from ensemblize.tabular.tabm_baseline import TabMNetwork, tabm_decay
-from ensemblize.tabular.train import train_model
+from ensemblize.tabular import TabMClassifier, TabMRegressor
+from ensemblize.tabular.tabm_baseline import TabMNetwork, tabm_no_decay
 
 TINY = dict(members=4, d_block=16, d_embedding=4, n_bins=8, max_epochs=3, patience=2, random_state=0)
 
@@ -71,28 +69,25 @@ def test_all_zero_block_is_the_unseen_code():
     assert net._codes(x).tolist() == [[1, 0], [3, 1]]
 
 
-def test_weight_decay_rule_exempts_biases_and_embeddings():
+def test_training_decays_exactly_the_parameters_official_tabm_decays():
+    from ensemblize.training.optim import parameter_groups
+
     bins = rtdl.compute_bins(torch.randn(50, 2), 8)
     net = TabMNetwork(
         n_num=2, cat_cardinalities=[2], n_out=1, regression=True, members=2, bins=bins, d_block=8
     )
-    owners = dict(net.named_modules())
-    decayed = {n for n, p in net.named_parameters() if tabm_decay(n, p, owners[n.rsplit(".", 1)[0]])}
-    assert decayed == {
-        "tabm.backbone.blocks.0.0.weight",
-        "tabm.backbone.blocks.0.0.r",
-        "tabm.backbone.blocks.0.0.s",
-        "tabm.backbone.blocks.1.0.weight",
-        "tabm.backbone.blocks.1.0.r",
-        "tabm.backbone.blocks.1.0.s",
-        "tabm.output.weight",
+    exempt = tabm_no_decay(net)
+    assert exempt == {
+        "tabm.num_module.linear0.weight",
+        "tabm.num_module.linear0.bias",
+        "tabm.backbone.blocks.0.0.bias",
+        "tabm.backbone.blocks.1.0.bias",
+        "tabm.output.bias",
     }
-    est = TabMClassifier()
-    if "decay_filter" in inspect.signature(train_model).parameters:
-        assert est._train_kwargs() == {"decay_filter": tabm_decay}
-    else:  # the training path does not take parameter groups yet: nothing is passed silently
-        assert est._train_kwargs() == {}
-    assert LoMETabClassifier()._train_kwargs() == {}
+    groups = parameter_groups(net, weight_decay=3e-4)  # what train_model -> training.fit uses
+    by_decay = {g["weight_decay"]: set(g["names"]) for g in groups}
+    assert by_decay[0.0] == exempt
+    assert by_decay[3e-4] == {n for n, _ in net.named_parameters()} - exempt
 
 
 @pytest.mark.parametrize("cls", [TabMClassifier, TabMRegressor], ids=["clf", "reg"])

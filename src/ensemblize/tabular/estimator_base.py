@@ -24,7 +24,6 @@ from the JSON file is bounded (:data:`LOAD_LIMITS`) before anything is allocated
 
 from __future__ import annotations
 
-import inspect
 import os
 import warnings
 from numbers import Integral
@@ -111,7 +110,6 @@ class TabularEnsembleEstimator(TablePipeline):
     and the network hooks ``_validate_model_params``, ``_network_options``, ``_network``.
     """
 
-    _decay_filter: ClassVar[Any] = None  # weight-decay rule passed to train_model when it takes one
     _embeddings: ClassVar[tuple[str, ...]] = ("piecewise",)
 
     # -- hooks ---------------------------------------------------------------------------------
@@ -180,12 +178,6 @@ class TabularEnsembleEstimator(TablePipeline):
             raise ValueError(f"device {self.device!r} is not a valid torch device") from exc
         self._validate_model_params()
 
-    def _train_kwargs(self) -> dict[str, Any]:
-        kw: dict[str, Any] = {}
-        if self._decay_filter is not None and "decay_filter" in inspect.signature(train_model).parameters:
-            kw["decay_filter"] = self._decay_filter
-        return kw
-
     def fit(self, X: Any, y: Any, eval_set: tuple[Any, Any] | None = None):
         """Fit on ``X`` ``(N, F)`` / ``y`` ``(N,)``; ``eval_set=(X_val, y_val)`` drives early stopping.
 
@@ -221,7 +213,6 @@ class TabularEnsembleEstimator(TablePipeline):
                 per_member_batches=bool(self.per_member_batches),
                 seed=seed,
                 verbose=bool(self.verbose),
-                **self._train_kwargs(),
             )
         self.history_ = res.history
         self.best_epoch_ = res.best_epoch

@@ -15,7 +15,8 @@ Training and everything around it are the shared implementation of
 outputs and persistence as :class:`~ensemblize.tabular.LoMETabClassifier`), through
 :func:`ensemblize.tabular.train.train_model`: AdamW (lr 2e-3, weight decay 3e-4, TabM's values),
 mean member loss, gradient clipping at 1, patience 16. Weight decay follows TabM's rule
-(:func:`tabm_decay`): no decay on biases, normalisation layers or the numeric embeddings.
+(:func:`tabm_no_decay`: no decay on biases, normalisation layers or rtdl's linear embeddings), which
+the training path's standard parameter groups reproduce exactly on this network.
 
 Categorical inputs: TabM one-hot encodes integer codes itself. Each one-hot block of the shared
 preprocessor (width ``c``) becomes one code — the index of its 1, or ``c`` when the block is all
@@ -40,22 +41,33 @@ from ensemblize.tabular.estimator_base import (
 )
 from ensemblize.tabular.inputs import check_choice, check_real
 
-__all__ = ["TabMNetwork", "TabMClassifier", "TabMRegressor", "tabm_decay", "ARCH_TYPES"]
+__all__ = ["TabMNetwork", "TabMClassifier", "TabMRegressor", "tabm_no_decay", "ARCH_TYPES"]
 
 ARCH_TYPES = ("tabm", "tabm-mini", "tabm-packed")
 _NORMS = (nn.BatchNorm1d, nn.LayerNorm, nn.InstanceNorm1d)
 
 
-def tabm_decay(name: str, parameter: nn.Parameter, module: nn.Module) -> bool:
-    """TabM's weight-decay rule: ``False`` (no decay) for biases, norm layers and numeric embeddings.
+def tabm_no_decay(model: nn.Module) -> set[str]:
+    """Names of the parameters official TabM trains without weight decay (its ``make_parameter_groups``).
 
-    ``name`` is the qualified parameter name in :class:`TabMNetwork` (the numeric embeddings live
-    under ``tabm.num_module``), ``module`` the module that owns the parameter.
+    TabM's rule: a parameter is exempt when its name ends in ``bias``, or when it belongs (directly or
+    through a parent module) to a normalisation layer (``BatchNorm1d``, ``LayerNorm``,
+    ``InstanceNorm1d``) or to rtdl's ``LinearEmbeddings`` / ``LinearReLUEmbeddings`` / periodic
+    embeddings. With piecewise-linear embeddings this exempts their ``linear0`` (a
+    ``LinearEmbeddings``) and every bias; the embeddings' per-feature ``linear`` weight is decayed.
+    The training path's ``"standard"`` groups (:mod:`ensemblize.training.optim`) give exactly this set
+    on :class:`TabMNetwork` (tested).
     """
-    del parameter
-    if name.rsplit(".", 1)[-1].endswith("bias") or isinstance(module, _NORMS):
-        return False
-    return not name.startswith("tabm.num_module.")
+    import rtdl_num_embeddings as rtdl
+
+    exempt_modules = (*_NORMS, rtdl.LinearEmbeddings, rtdl.LinearReLUEmbeddings, rtdl._Periodic)
+    names = set()
+    for mod_name, mod in model.named_modules():
+        for leaf, _ in mod.named_parameters():
+            full = f"{mod_name}.{leaf}" if mod_name else leaf
+            if leaf.endswith("bias") or isinstance(mod, exempt_modules):
+                names.add(full)
+    return names
 
 
 class TabMNetwork(nn.Module):
@@ -137,7 +149,6 @@ class _TabMBase(TabularEnsembleEstimator):
     """Official-TabM hyper-parameters and network; use :class:`TabMClassifier` or :class:`TabMRegressor`."""
 
     _embeddings = ("piecewise", "none")
-    _decay_filter = staticmethod(tabm_decay)
 
     __init__ = estimator_init(
         {
@@ -172,7 +183,7 @@ _PARAMS_DOC = """
         arch_type ("tabm"): ``"tabm"``, ``"tabm-mini"`` or ``"tabm-packed"``.
         n_blocks (None: TabM's default, 2 with numeric embeddings else 3), d_block (512), dropout (0.1).
         embedding ("piecewise" | "none"), n_bins (48), bin_method ("quantile" | "tree"), d_embedding (16).
-        lr (2e-3), weight_decay (3e-4, TabM's groups: see :func:`tabm_decay`), batch_size ("auto"),
+        lr (2e-3), weight_decay (3e-4, TabM's groups: see :func:`tabm_no_decay`), batch_size ("auto"),
         max_epochs (200), patience (16), per_member_batches (False), val_fraction (0.2).
         impute (True), random_state (None), device ("cpu"), verbose (False): as in LoMETab.
 """
