@@ -37,6 +37,7 @@ from numbers import Integral
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from .._checks import check_finite_real, check_fraction, check_int, check_positive
 from ..members import check_members
@@ -268,17 +269,71 @@ class SigmaBatchNorm3d(_SigmaBatchNorm):
     _expected_dims = (5,)
 
 
-def _member_affine(xhat: Tensor, batch: int, scale: Tensor, shift: Tensor) -> Tensor:
-    """``xhat ⊙ scale_t + shift_t`` per member on the ``(B, M, ...)`` view, returned as ``xhat``'s shape.
+class _MemberAffine(torch.autograd.Function):
+    r"""``y[b, t] = x̂[b, t] ⊙ scale_t + shift_t`` on the ``(B, M, ...)`` view of a normalised ``x̂``.
 
-    ``scale`` / ``shift`` are expanded to the per-sample shape ``(M, ...)`` first, so the backward
-    reduction of their gradients runs over the leading batch axis only (a contiguous sum) instead of
-    a strided one, and ``addcmul`` does the forward in one pass (measured: σLayerNorm 3.6× → 2.5×
-    plain LayerNorm; see benchmarks/results/image.md).
+    ``scale`` / ``shift`` have shape ``(M, ...)`` with size-1 axes where they broadcast. Backward,
+    with ``g = ∂L/∂y``:
+
+    * ``∂L/∂x̂ = g ⊙ scale_t`` (one pass);
+    * ``∂L/∂scale_t = Σ_{b, broadcast axes} g ⊙ x̂`` and ``∂L/∂shift_t = Σ_{b, broadcast axes} g``,
+      both from one fused reduction over the batch axis: the stock batch-norm backward kernel on the
+      ``(B, M·…)`` view with mean 0 and inverse std 1 returns exactly ``(Σ_b g ⊙ x̂, Σ_b g)`` per
+      column, then the broadcast axes are summed on the small ``(M, ...)`` result.
+
+    Autograd's own backward of the same expression runs two full-size products and two reductions
+    (measured: σLayerNorm forward + backward 2.4-2.8× plain LayerNorm with autograd, about 2× with
+    this Function, benchmarks/results/image.md). Not twice differentiable.
     """
-    full = (scale.shape[0], *xhat.shape[1:])
-    y = torch.addcmul(shift.expand(full), xhat.reshape(batch, *full), scale.expand(full))
-    return y.reshape(xhat.shape)
+
+    @staticmethod
+    def forward(ctx, xhat: Tensor, scale: Tensor, shift: Tensor) -> Tensor:
+        members = scale.shape[0]
+        batch = xhat.shape[0] // members
+        view = xhat.reshape(batch, members, *xhat.shape[1:])
+        y = torch.mul(view, scale).add_(shift)
+        ctx.save_for_backward(xhat, scale)
+        return y.view(xhat.shape)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        xhat, scale = ctx.saved_tensors
+        members = scale.shape[0]
+        batch = xhat.shape[0] // members
+        grad = grad.contiguous()
+        gx = gscale = gshift = None
+        if ctx.needs_input_grad[0]:
+            gx = torch.mul(grad.view(batch, members, *xhat.shape[1:]), scale).view(xhat.shape)
+        if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
+            cols = xhat.numel() // batch if batch else 0
+            full = (members, *xhat.shape[1:])
+            if batch == 0:
+                gs_full, gb_full = grad.new_zeros(full), grad.new_zeros(full)
+            else:
+                zero, one = grad.new_zeros(cols), grad.new_ones(cols)
+                _, gs_full, gb_full = torch.ops.aten.native_batch_norm_backward(
+                    grad.view(batch, cols),
+                    xhat.contiguous().view(batch, cols),
+                    None,
+                    None,
+                    None,
+                    zero,
+                    one,
+                    True,
+                    0.0,
+                    [False, True, True],
+                )
+            axes = tuple(i for i in range(1, scale.dim()) if scale.shape[i] == 1 and full[i] != 1)
+            gs_full, gb_full = gs_full.view(full), gb_full.view(full)
+            gscale = gs_full.sum(axes, keepdim=True) if axes else gs_full
+            gshift = gb_full.sum(axes, keepdim=True) if axes else gb_full
+        return gx, gscale, gshift
+
+
+def _member_affine(xhat: Tensor, scale: Tensor, shift: Tensor) -> Tensor:
+    """``xhat ⊙ scale_t + shift_t`` per member (``scale`` / ``shift``: ``(M, ...)`` broadcastable), shape of ``xhat``."""
+    return _MemberAffine.apply(xhat, scale, shift)
 
 
 class SigmaLayerNorm(SigmaNorm):
@@ -335,12 +390,12 @@ class SigmaLayerNorm(SigmaNorm):
                 f"SigmaLayerNorm expects (B·M, ..., *{self.normalized_shape}) (trailing shape "
                 f"{self.normalized_shape} after a batch axis), got input shape {tuple(x.shape)}"
             )
-        b = self._check_batch(x)
+        self._check_batch(x)
         xhat = F.layer_norm(x, self.normalized_shape, None, None, self.eps)
         scale, shift = self.member_scale_shift()
         middle = (1,) * (x.dim() - 1 - k)
         view = (self.members, *middle, *self.normalized_shape)
-        return _member_affine(xhat, b, scale.view(view), shift.view(view))
+        return _member_affine(xhat, scale.view(view), shift.view(view))
 
 
 class SigmaGroupNorm(SigmaNorm):
@@ -387,8 +442,8 @@ class SigmaGroupNorm(SigmaNorm):
         _check_input(self, x)
         if x.dim() < 2 or x.shape[1] != self.num_channels:
             raise ValueError(f"SigmaGroupNorm expects (B·M, {self.num_channels}, ...), got {tuple(x.shape)}")
-        b = self._check_batch(x)
+        self._check_batch(x)
         xhat = F.group_norm(x, self.num_groups, None, None, self.eps)
         scale, shift = self.member_scale_shift()
         view = (self.members, self.num_channels, *([1] * (x.dim() - 2)))
-        return _member_affine(xhat, b, scale.view(view), shift.view(view))
+        return _member_affine(xhat, scale.view(view), shift.view(view))
