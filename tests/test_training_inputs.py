@@ -109,6 +109,12 @@ def test_dict_batches_equal_tuple_batches_and_labels_are_not_passed():
         {**h, "seconds": ra.history[i]["seconds"]} for i, h in enumerate(rb.history)
     ]
     torch.testing.assert_close(predict(a, val), predict(b, val["features"]), rtol=0, atol=0)
+    # (inputs dict, labels) pairs are the same data
+    torch.manual_seed(0)
+    c = DictModel()
+    pairs = ({"features": data["features"], "mask": data["mask"]}, data["labels"])
+    fit(c, pairs, ({"features": val["features"], "mask": val["mask"]}, val["labels"]), epochs=2, **FAST)
+    assert torch.equal(a.lin.weight, c.lin.weight)
     # a custom labels key
     renamed = {"features": data["features"], "mask": data["mask"], "target": data["labels"]}
     fit(DictModel(), renamed, epochs=1, labels_key="target", **FAST)

@@ -2,8 +2,9 @@
 
 Accepted data (``train``, ``val``, or ``predict``'s ``data``):
 
-* ``(X, y)`` — a tuple/list of tensors with the same leading size ``N`` (``predict`` also takes a
-  bare tensor ``X``; in a tuple it reads the first element and ignores the rest);
+* ``(X, y)`` — a tuple/list of tensors with the same leading size ``N``; ``X`` may also be a dict
+  of tensors (``({"input_ids": ..., "attention_mask": ...}, labels)``). ``predict`` also takes a
+  bare tensor ``X``; in a tuple it reads the first element and ignores the rest;
 * a dict of tensors with the same leading size (``input_ids``, ``attention_mask``, ``labels``…);
   the targets are the entry named ``labels_key`` (default ``"labels"``);
 * a sized map-style ``Dataset`` (``TensorDataset`` included) whose items are ``(x, y)`` pairs,
@@ -189,6 +190,18 @@ def _digest(h: Any, tree: Any) -> None:
         h.update(values.numpy().tobytes())
 
 
+def _tensor_tree(data: object) -> bool:
+    """True for a non-empty tuple / list / dict whose items are tensors or (one level of) dicts of tensors."""
+    if not data or (isinstance(data, (tuple, list)) and len(data) > 3):
+        return False
+    items = data.values() if isinstance(data, Mapping) else data
+    return all(
+        isinstance(t, Tensor)
+        or (isinstance(t, Mapping) and t and all(isinstance(v, Tensor) for v in t.values()))
+        for t in items
+    )
+
+
 @contextmanager
 def _fixed_rng() -> Iterator[None]:
     """Seed Python's, NumPy's and torch's CPU global RNGs to 0 for the block; restore them after."""
@@ -231,13 +244,13 @@ class IndexedSource(Source):
         self.dataset: Dataset | None = None
         if isinstance(data, TensorDataset):
             data = tuple(data.tensors)
-        if isinstance(data, Tensor) or (isinstance(data, (tuple, list)) and data and
-                                        all(isinstance(t, Tensor) for t in data)):  # fmt: skip
+        if isinstance(data, Tensor) or (isinstance(data, (tuple, list)) and _tensor_tree(data)):
             self.tensors = (data,) if isinstance(data, Tensor) else tuple(data)
-            self._check_rows(dict(zip(("X", "y", "z"), self.tensors, strict=False)))
-        elif isinstance(data, Mapping) and data and all(isinstance(t, Tensor) for t in data.values()):
+            names = ("X", "y", "z")
+            self._check_rows({names[int(p[1])] + p[3:]: t for p, t in tree_leaves(self.tensors)})
+        elif isinstance(data, Mapping) and _tensor_tree(data):
             self.tensors = dict(data)
-            self._check_rows(self.tensors)
+            self._check_rows({p[1:-1]: t for p, t in tree_leaves(self.tensors)})
         elif isinstance(data, Dataset) and hasattr(data, "__len__"):
             self.dataset = data
         else:
