@@ -37,11 +37,11 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
-from ensemblize._checks import check_int
+from ensemblize._checks import check_bool, check_choice, check_int, check_size
 from ensemblize.checkpoint import load_checkpoint, load_state_strict, save_checkpoint
 from ensemblize.data.table_preprocessing import TabularPreprocessor
 from ensemblize.tabular.bins import BIN_METHODS, safe_bins
-from ensemblize.tabular.inputs import check_bool, check_choice, check_real
+from ensemblize.tabular.inputs import check_real
 from ensemblize.tabular.table_pipeline import TablePipeline, estimator_init
 from ensemblize.tabular.train import auto_batch_size, predict_members, train_model
 from ensemblize.tabular.uncertainty import classification_uncertainty, regression_uncertainty
@@ -93,10 +93,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {
 
 
 def _bounded(value: Any, key: str, *, minimum: int = 0) -> int:
-    v = check_int(value, name=f"saved {key}", minimum=minimum)
-    if v > LOAD_LIMITS[key]:
-        raise ValueError(f"saved {key} = {v} exceeds the limit {LOAD_LIMITS[key]}; refusing to allocate")
-    return v
+    return check_size(value, name=f"saved {key}", maximum=LOAD_LIMITS[key], minimum=minimum)
 
 
 class TabularEnsembleEstimator(TablePipeline):
@@ -160,17 +157,17 @@ class TabularEnsembleEstimator(TablePipeline):
 
     def _validate_params(self) -> None:
         check_int(self.members, name="members", minimum=1)
-        check_choice(self.embedding, "embedding", self._embeddings)
+        check_choice(self.embedding, self._embeddings, name="embedding")
         check_int(self.n_bins, name="n_bins", minimum=2)
-        check_choice(self.bin_method, "bin_method", BIN_METHODS)
+        check_choice(self.bin_method, BIN_METHODS, name="bin_method")
         check_real(self.lr, "lr", low=0.0, low_open=True)
         check_real(self.weight_decay, "weight_decay", low=0.0, low_open=False)
         if self.batch_size != "auto":
             check_int(self.batch_size, name="batch_size", minimum=1)
         check_int(self.max_epochs, name="max_epochs", minimum=1)
         check_int(self.patience, name="patience", minimum=1)
-        check_bool(self.per_member_batches, "per_member_batches")
-        check_bool(self.verbose, "verbose")
+        check_bool(self.per_member_batches, name="per_member_batches")
+        check_bool(self.verbose, name="verbose")
         self._validate_pipeline_params()
         try:
             torch.device(self.device)

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from ensemblize._checks import check_int
+from ensemblize._checks import check_choice, check_int
 from ensemblize.tabular.bins import safe_bins
 from ensemblize.tabular.estimator_base import (
     TRAINING_DEFAULTS,
@@ -31,7 +31,7 @@ from ensemblize.tabular.estimator_base import (
     TabularEnsembleEstimator,
     estimator_init,
 )
-from ensemblize.tabular.inputs import check_choice, check_real
+from ensemblize.tabular.inputs import check_real
 from ensemblize.tabular.model import EMBEDDINGS, LAYERS, LoMETabModel
 
 __all__ = ["LoMETabClassifier", "LoMETabRegressor", "safe_bins"]
@@ -58,7 +58,7 @@ class _LoMETabBase(TabularEnsembleEstimator):
     def _validate_model_params(self) -> None:
         check_int(self.rank, name="rank", minimum=1)
         check_real(self.init_scale, "init_scale", low=0.0, low_open=False)
-        check_choice(self.layer, "layer", LAYERS)
+        check_choice(self.layer, LAYERS, name="layer")
         check_int(self.n_blocks, name="n_blocks", minimum=1)
         check_int(self.d_block, name="d_block", minimum=1)
         check_real(self.dropout, "dropout", low=0.0, low_open=False, high=1.0)

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 
-from ensemblize._checks import check_int
-from ensemblize.tabular.inputs import check_choice, check_real
+from ensemblize._checks import check_choice, check_int
+from ensemblize.tabular.inputs import check_real
 from ensemblize.tabular.table_pipeline import TablePipeline, estimator_init
 
 __all__ = [
@@ -287,7 +287,7 @@ class _GBDTEstimator(TablePipeline):
     )
 
     def _validate_params(self) -> None:
-        check_choice(self.kind, "kind", GBDT_KINDS)
+        check_choice(self.kind, GBDT_KINDS, name="kind")
         check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
         check_int(self.max_rounds, name="max_rounds", minimum=1)
         check_int(self.early_stopping_rounds, name="early_stopping_rounds", minimum=1)

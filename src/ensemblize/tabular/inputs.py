@@ -4,47 +4,32 @@
   MultiIndex columns, non-2-D and complex data are errors saying so;
 * :func:`as_target` — ``y`` as a 1-D array; ``(N, 1)`` is flattened with scikit-learn's
   ``DataConversionWarning``; NaN is an error saying "NaN";
-* :func:`check_real`, :func:`check_choice`, :func:`check_bool` — hyper-parameter checks naming
-  the parameter (integers use :func:`ensemblize._checks.check_int`).
+* :func:`check_real` — a real hyper-parameter in a half-open range, naming it (on top of
+  :func:`ensemblize._checks.check_finite_real`; integers, choices and bools use ``_checks`` directly).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from numbers import Real
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-__all__ = ["as_frame", "as_target", "check_real", "check_choice", "check_bool"]
+from ensemblize._checks import check_finite_real
+
+__all__ = ["as_frame", "as_target", "check_real"]
 
 
 def check_real(value: Any, name: str, *, low: float, low_open: bool, high: float = math.inf) -> float:
-    """``value`` as a float in ``[low, high)`` (``(low, high)`` with ``low_open``), else an error naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)):
-        raise TypeError(f"{name} must be a finite real number, got {value!r}")
-    v = float(value)
+    """``value`` as a finite float in ``[low, high)`` (``(low, high)`` with ``low_open``), else an error naming ``name``."""
+    v = check_finite_real(value, name=name)
     if v < low or (low_open and v == low) or v >= high:
         lo = "(" if low_open else "["
         raise ValueError(f"{name} must lie in {lo}{low}, {high}), got {value!r}")
     return v
-
-
-def check_choice(value: Any, name: str, options: tuple) -> Any:
-    """``value`` if it is one of ``options``, else a ValueError naming ``name`` and the options."""
-    if value not in options:
-        raise ValueError(f"{name} must be one of {options}, got {value!r}")
-    return value
-
-
-def check_bool(value: Any, name: str) -> bool:
-    """``value`` as a bool (NumPy bools accepted), else a TypeError naming ``name``."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
-    return bool(value)
 
 
 def _reject_sparse(X: Any, name: str) -> None:

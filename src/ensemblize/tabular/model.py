@@ -38,8 +38,9 @@ import rtdl_num_embeddings as rtdl
 import torch
 from torch import Tensor, nn
 
-from ensemblize._checks import check_int
+from ensemblize._checks import check_choice, check_int
 from ensemblize.members import check_members, expand
+from ensemblize.tabular.inputs import check_real
 
 __all__ = ["LAYERS", "EMBEDDINGS", "LoMETabModel"]
 
@@ -95,15 +96,12 @@ class LoMETabModel(nn.Module):
         self.regression = bool(regression)
         if self.regression and n_out != 1:
             raise ValueError(f"regression models have n_out=1, got n_out={n_out}")
-        if layer not in LAYERS:
-            raise ValueError(f"layer must be one of {LAYERS}, got {layer!r}")
-        if embedding not in EMBEDDINGS:
-            raise ValueError(f"embedding must be one of {EMBEDDINGS}, got {embedding!r}")
+        check_choice(layer, LAYERS, name="layer")
+        check_choice(embedding, EMBEDDINGS, name="embedding")
         check_int(n_blocks, name="n_blocks", minimum=1)
         check_int(d_block, name="d_block", minimum=1)
         check_int(d_embedding, name="d_embedding", minimum=1)
-        if not 0.0 <= float(dropout) < 1.0:
-            raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
+        check_real(dropout, "dropout", low=0.0, low_open=False, high=1.0)
         self.layer = layer
         self.embedding_kind = embedding
         self.n_features = self.n_num + sum(self.cat_cardinalities)

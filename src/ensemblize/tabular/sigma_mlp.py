@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 
 from torch import Tensor, nn
 
+from ensemblize._checks import check_choice
+
 from .model import LoMETabModel
 
 __all__ = ["NORMS", "NormalizedTabMLP", "build_sigma_tab_mlp", "sigma_regularizer"]
@@ -56,8 +58,7 @@ class NormalizedTabMLP(LoMETabModel):
         bins: Sequence[Tensor] | None = None,
         d_embedding: int = 16,
     ) -> None:
-        if norm not in NORMS:
-            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+        check_choice(norm, NORMS, name="norm")
         super().__init__(
             n_num=n_num,
             cat_cardinalities=cat_cardinalities,

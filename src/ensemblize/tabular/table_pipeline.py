@@ -28,8 +28,9 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ensemblize._checks import check_bool
 from ensemblize.data.table_preprocessing import TabularPreprocessor
-from ensemblize.tabular.inputs import as_frame, as_target, check_bool, check_real
+from ensemblize.tabular.inputs import as_frame, as_target, check_real
 
 __all__ = ["TablePipeline", "estimator_init"]
 
@@ -65,7 +66,7 @@ class TablePipeline(BaseEstimator):
 
     def _validate_pipeline_params(self) -> None:
         check_real(self.val_fraction, "val_fraction", low=0.0, low_open=True, high=1.0)
-        check_bool(self.impute, "impute")
+        check_bool(self.impute, name="impute")
         if self.random_state is not None and not isinstance(
             self.random_state, (Integral, np.random.RandomState)
         ):

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ensemblize._checks import check_int
+from ensemblize._checks import check_choice, check_int
 from ensemblize.tabular.estimator_base import (
     TRAINING_DEFAULTS,
     EnsembleClassifierMixin,
@@ -39,7 +39,7 @@ from ensemblize.tabular.estimator_base import (
     TabularEnsembleEstimator,
     estimator_init,
 )
-from ensemblize.tabular.inputs import check_choice, check_real
+from ensemblize.tabular.inputs import check_real
 
 __all__ = ["TabMNetwork", "TabMClassifier", "TabMRegressor", "tabm_no_decay", "ARCH_TYPES"]
 
@@ -162,7 +162,7 @@ class _TabMBase(TabularEnsembleEstimator):
     )
 
     def _validate_model_params(self) -> None:
-        check_choice(self.arch_type, "arch_type", ARCH_TYPES)
+        check_choice(self.arch_type, ARCH_TYPES, name="arch_type")
         if self.n_blocks is not None:
             check_int(self.n_blocks, name="n_blocks", minimum=1)
         check_int(self.d_block, name="d_block", minimum=1)
