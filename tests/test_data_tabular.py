@@ -390,6 +390,40 @@ def test_datetime_and_timedelta_columns_become_seconds():
     np.testing.assert_array_equal(pre.transform(aware), out)
 
 
+def test_object_columns_of_dates_are_time_columns_but_date_strings_are_not():
+    import datetime as dt
+
+    days = [
+        dt.date(2021, 1, 1) + dt.timedelta(days=int(d)) for d in np.random.default_rng(0).integers(0, 400, 50)
+    ]
+    X = pd.DataFrame({"day": pd.Series(days, dtype=object), "text": [str(d) for d in days]})
+    assert detect_column_types(X) == (["day"], ["text"])
+    pre = TabularPreprocessor(task="regression").fit(X.assign(x=np.arange(50.0)), np.arange(50.0))
+    assert pre.numeric_kinds_["day"] == "datetime"
+    as_dt64 = X.assign(day=pd.to_datetime(X["day"]), x=np.arange(50.0))
+    np.testing.assert_array_equal(pre.transform(as_dt64), pre.transform(X.assign(x=np.arange(50.0))))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(-(2**40), 2**40), min_size=2, max_size=12, unique=True),
+    st.sampled_from(["int", "float", "string", "float-string", "object"]),
+)
+def test_integer_categories_read_the_same_in_any_dtype(codes, form):
+    """An integer-coded category means the same as int, float, str, "k.0" or object (one-hot equal)."""
+    base = pd.DataFrame({"c": pd.Categorical(codes), "x": np.arange(len(codes), dtype=float)})
+    pre = TabularPreprocessor(task="regression", noise=0.0).fit(base, np.arange(len(codes), dtype=float))
+    arr = np.asarray(codes)
+    variant = {
+        "int": arr,
+        "float": arr.astype(float),
+        "string": arr.astype(str),
+        "float-string": [f"{v}.0" for v in codes],
+        "object": pd.Series(arr.astype(float), dtype=object),
+    }[form]
+    np.testing.assert_array_equal(pre.transform(base.assign(c=variant)), pre.transform(base))
+
+
 def test_identifier_columns_warn_by_name():
     ds = _toy(100)
     X = ds.X.assign(customer=[f"c{i}" for i in range(100)], number=np.arange(100))

@@ -34,6 +34,7 @@ import pandas as pd
 __all__ = [
     "NUMERIC_KINDS",
     "CATEGORY_KINDS",
+    "time_kind",
     "numeric_kind",
     "category_kind",
     "numeric_values",
@@ -47,13 +48,30 @@ _FALSE = frozenset({"false", "0", "0.0"})
 _EPOCH = pd.Timestamp("1970-01-01")
 
 
-def numeric_kind(col: pd.Series) -> str:
-    """The numeric kind of a training column: ``"datetime"``, ``"timedelta"`` or ``"number"``."""
+def time_kind(col: pd.Series) -> str | None:
+    """``"datetime"`` / ``"timedelta"`` for a datetime / timedelta column, else ``None``.
+
+    A column counts by its dtype (``datetime64[…]`` naive or time-zone aware, ``timedelta64``) or,
+    for an object column, when every observed value is a datetime / date / timedelta object
+    (``pandas.api.types.infer_dtype``). Strings that look like dates are *not* parsed: read them
+    with ``pd.to_datetime`` (or ``read_csv(parse_dates=...)``) to make them a time column.
+    """
     if pd.api.types.is_datetime64_any_dtype(col.dtype):
         return "datetime"
     if pd.api.types.is_timedelta64_dtype(col.dtype):
         return "timedelta"
-    return "number"
+    if pd.api.types.is_object_dtype(col.dtype) and col.notna().any():
+        inferred = pd.api.types.infer_dtype(col, skipna=True)
+        if inferred in ("datetime", "datetime64", "date"):
+            return "datetime"
+        if inferred in ("timedelta", "timedelta64"):
+            return "timedelta"
+    return None
+
+
+def numeric_kind(col: pd.Series) -> str:
+    """The numeric kind of a training column: ``"datetime"``, ``"timedelta"`` (:func:`time_kind`) or ``"number"``."""
+    return time_kind(col) or "number"
 
 
 def _is_bool(v: object) -> bool:

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ensemblize._checks import check_int
+from ensemblize._checks import check_finite_real, check_int
 from ensemblize.data.table_columns import (
     CATEGORY_KINDS,
     NUMERIC_KINDS,
@@ -178,7 +178,7 @@ class TabularPreprocessor:
         self.seed = check_int(seed, name="seed", minimum=0)
         if not isinstance(impute, (bool, np.bool_)):
             raise TypeError(f"impute must be a bool, got {impute!r}")
-        if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not (0 <= noise < 1):
+        if not 0 <= check_finite_real(noise, name="noise") < 1:
             raise ValueError(f"noise must be a float in [0, 1), got {noise!r}")
         if n_quantiles is not None:
             try:

@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from ensemblize._checks import check_int
+from ensemblize.data.table_columns import time_kind
 
 __all__ = [
     "TASKS",
@@ -67,7 +68,6 @@ __all__ = [
     "load_benchmark",
     "list_tables",
     "detect_column_types",
-    "is_time_dtype",
     "split",
     "split_sizes",
 ]
@@ -322,7 +322,7 @@ def detect_column_types(X: pd.DataFrame, *, categorical: Sequence[str] = ()) -> 
     """Split ``X``'s columns into (numeric, categorical) by the module's rule.
 
     Numeric: a numeric, non-boolean pandas dtype (integers with few distinct values stay numeric),
-    or a datetime / timedelta dtype (see :func:`is_time_dtype`). Categorical: object, string,
+    or a datetime / timedelta column (see :func:`ensemblize.data.table_columns.time_kind`). Categorical: object, string,
     category and bool dtypes, plus every column named in ``categorical``. Column order is preserved.
     """
     if not isinstance(X, pd.DataFrame):
@@ -336,14 +336,9 @@ def detect_column_types(X: pd.DataFrame, *, categorical: Sequence[str] = ()) -> 
         dtype = X[col].dtype
         is_num = (
             pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
-        ) or is_time_dtype(dtype)
+        ) or time_kind(X[col]) is not None
         (numeric if is_num and col not in forced else cats).append(col)
     return numeric, cats
-
-
-def is_time_dtype(dtype: object) -> bool:
-    """Whether ``dtype`` is a datetime (naive or time-zone aware) or timedelta dtype."""
-    return bool(pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype))
 
 
 def _infer_task(y: pd.Series) -> str:

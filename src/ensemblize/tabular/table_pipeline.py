@@ -129,6 +129,8 @@ class TablePipeline(BaseEstimator):
             if not isinstance(eval_set, (tuple, list)) or len(eval_set) != 2:
                 raise TypeError(f"eval_set must be a pair (X_val, y_val), got {type(eval_set).__name__}")
             va_frame = self._frame_for_eval(eval_set[0], frame)
+            if len(va_frame) == 0:
+                raise ValueError("eval_set X has 0 rows; early stopping needs at least 1 validation row")
             return frame, yarr, va_frame, as_target(eval_set[1], name="eval_set y", n=len(va_frame))
         from sklearn.model_selection import train_test_split
 
