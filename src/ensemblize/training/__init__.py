@@ -2,6 +2,7 @@
 
 Modules, one job each:
 
+* :mod:`.setup` — option checks and the probe that resolves a run before its first epoch;
 * :mod:`.fit` — :func:`fit`, the epoch loop (SGD/AdamW, schedules, early stopping on the ensemble's
   validation score, per-member batches, checkpoints with bitwise-exact resume, progress);
 * :mod:`.predict` — :func:`predict` (member probabilities / predictions) and :func:`predict_outputs`

@@ -32,13 +32,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_int, check_labels, check_positive
 from . import distributed as D
 from . import resume as R
 from . import state as S
 from .data import (
     IndexedSource,
-    Source,
     batch_bounds,
     call_model,
     check_batch,
@@ -47,18 +45,11 @@ from .data import (
     make_source,
     split_batch,
     to_device,
-    tree_map,
 )
-from .optim import OPTIMIZERS, SCHEDULES, check_decay_filter, decay_filter_name, lr_factor, make_optimizer
-from .outputs import (
-    class_members,
-    member_cross_entropy,
-    member_loss_reduction,
-    member_mse,
-    regression_members,
-)
+from .optim import OPTIMIZERS, SCHEDULES, lr_factor, make_optimizer
 from .predict import TASKS, model_device
 from .progress import Progress
+from .setup import Run, check_options, make_run
 from .validation import MONITORS, check_scalar, monitor_key, validate
 
 __all__ = ["fit", "FitResult", "seed_everything", "OPTIMIZERS", "SCHEDULES", "MONITORS", "TASKS"]
@@ -99,140 +90,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)  # noqa: NPY002 - seeding the legacy global RNG is the point
     torch.manual_seed(seed)
-
-
-# ------------------------------------------------------------------------------------------ the run
-
-
-@dataclass
-class _Run:
-    """Everything one call of :func:`fit` resolved before its first epoch."""
-
-    module: nn.Module
-    train: Source
-    val: Source | None
-    loss: Callable[[Any, Tensor], Tensor]
-    regularizer: Callable[[nn.Module], Tensor] | None
-    task: str
-    classify_val: bool
-    num_classes: int | None  # set: class labels are checked batch by batch (Dataset/DataLoader data)
-    member_order: int | None  # M when every member gets its own row order
-    monitor: str | None
-    patience: int | None
-    config: dict[str, Any]
-    device: torch.device
-    ctx: D.DistContext
-    callbacks: tuple
-    val_metrics: Mapping[str, Callable[[Tensor, Tensor], float]]
-    wrapped: nn.Module | None = None
-    opt: torch.optim.Optimizer | None = None
-    shard_rows: int = 0
-    steps: int = 0
-
-
-def _probe(module: nn.Module, source: Source, device: torch.device) -> tuple[Any, Tensor | None]:
-    """One no-grad, eval-mode forward on (at most) two samples, to learn the output's form."""
-    if isinstance(source, IndexedSource):
-        batch = source.take(torch.arange(min(2, source.n)))
-    else:
-        batch = tree_map(lambda t: t[:2], next(iter(source.batches())))
-    x, y = split_batch(batch, labels_key=source.labels_key, need_labels=True, name=source.name)
-    check_batch(x, None, name=source.name, num_classes=None)
-    was = module.training
-    module.eval()
-    try:
-        with torch.no_grad():
-            out = call_model(module, to_device(x, device))
-    finally:
-        module.train(was)
-    return out, y
-
-
-def _check_classes(source: Source, num_classes: int) -> int | None:
-    """Check all labels of tensor data now; return ``num_classes`` when they must be checked per batch."""
-    targets = source.all_targets() if source.checked_upfront else None
-    if targets is None:
-        return num_classes
-    if targets.dim() != 1:
-        raise ValueError(f"{source.name} labels must have shape (N,), got {tuple(targets.shape)}")
-    check_labels(targets, num_classes, name=f"{source.name} labels")
-    return None
-
-
-def _labels_fit(source: Source, y: Tensor | None, num_classes: int) -> bool:
-    """True if ``source``'s labels look like class indices in ``[0, num_classes)`` (no error raised)."""
-    targets = source.all_targets() if source.checked_upfront else y
-    if targets is None or targets.dim() != 1 or targets.is_floating_point() or targets.dtype == torch.bool:
-        return False
-    return (
-        num_classes >= 2
-        and targets.numel() > 0
-        and 0 <= int(targets.min())
-        and int(targets.max()) < num_classes
-    )
-
-
-def _default_loss(task: str, reduction: str) -> Callable[[Any, Tensor], Tensor]:
-    member_loss = member_cross_entropy if task == "classification" else member_mse
-
-    def loss(outputs: Any, targets: Tensor) -> Tensor:
-        return member_loss(outputs, targets, reduction=reduction)
-
-    loss.__qualname__ = f"{member_loss.__name__}(reduction={reduction!r})"
-    return loss
-
-
-def _member_count(out: Any, task: str) -> int | None:
-    """M read from a probe output (``None`` when a custom output cannot be read)."""
-    try:
-        return int((class_members(out) if task == "classification" else regression_members(out)).shape[1])
-    except ValueError:
-        return None
-
-
-def _task_setup(o: dict, module: nn.Module, train: Source, val: Source | None, device: torch.device) -> dict:
-    """Probe the model; resolve the loss, label checks, the member count and whether validation classifies."""
-    task, loss_fn = o["task"], o["loss_fn"]
-    out, y = _probe(module, train, device)
-    reduction = member_loss_reduction(module)
-    loss = loss_fn if loss_fn is not None else _default_loss(task, reduction)
-    num_classes, classify_val = None, False
-    if task == "classification" and loss_fn is None:
-        c = int(class_members(out).shape[-1])
-        num_classes = _check_classes(train, c)
-        check_batch({}, y, name="train", num_classes=c)
-        if val is not None:
-            vnum = _check_classes(val, c)
-            num_classes = num_classes if num_classes is not None else vnum
-            classify_val = True
-    elif task == "classification" and val is not None:
-        vout, vy = _probe(module, val, device)
-        c = _member_count(vout, task) and int(class_members(vout).shape[-1])
-        classify_val = _labels_fit(val, vy, c or 0)
-    if loss_fn is None:
-        check_scalar(loss(out, y.to(device)), name="the member loss")  # names a bad output or target layout
-    members = _member_count(out, task)
-    if o["per_member_batches"] and members is None:
-        raise ValueError("per_member_batches needs member outputs (B, M, ...) to read M from")
-    return {"members": members, "num_classes": num_classes, "classify_val": classify_val, "loss": loss}
-
-
-def _resolve_monitor(
-    monitor: str | None, *, task: str, classify_val: bool, has_val: bool, custom_loss: bool
-) -> str | None:
-    if not has_val:
-        if monitor is not None:
-            raise ValueError(f"monitor={monitor!r} needs validation data (val=None)")
-        return None
-    if monitor is None:
-        if custom_loss:
-            return "val_loss"
-        return "val_nll" if task == "classification" else "val_rmse"
-    if monitor in ("val_nll", "val_accuracy") and not classify_val:
-        raise ValueError(f"monitor={monitor!r} needs class logits and integer labels in the validation data")
-    if monitor == "val_rmse" and task != "regression":
-        raise ValueError("monitor='val_rmse' needs task='regression'")
-    return monitor
 
 
 # --------------------------------------------------------------------------------------------- fit
@@ -325,7 +182,7 @@ def fit(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    opts = _check_options(locals())
+    opts = check_options(locals())
     dev = model_device(model) if device is None else torch.device(device)
     ctx = D.setup(dev)
     if ctx.enabled and dev.type == "cuda" and dev.index is None:
@@ -337,108 +194,8 @@ def fit(
         [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
     )
     with torch.random.fork_rng(devices=rng_devices):
-        run = _make_run(opts, module, train_src, val_src, dev, ctx)
+        run = make_run(opts, module, train_src, val_src, dev, ctx)
         return _train(run, opts)
-
-
-def _check_options(kw: dict[str, Any]) -> dict[str, Any]:
-    """Validate ``fit``'s keyword options (named errors); return them normalised."""
-    o = dict(kw)
-    o["epochs"] = check_int(o["epochs"], name="epochs", minimum=1)
-    o["batch_size"] = check_int(o["batch_size"], name="batch_size", minimum=1)
-    for key, allowed in (("optimizer", OPTIMIZERS), ("schedule", SCHEDULES), ("task", TASKS)):
-        if o[key] not in allowed:
-            raise ValueError(f"unknown {key} {o[key]!r}; expected one of {allowed}")
-    if o["monitor"] is not None and o["monitor"] not in MONITORS:
-        raise ValueError(f"unknown monitor {o['monitor']!r}; expected one of {MONITORS}")
-    o["lr"] = check_positive(o["lr"], name="lr", allow_zero=True)
-    o["weight_decay"] = check_positive(o["weight_decay"], name="weight_decay", allow_zero=True)
-    o["momentum"] = check_positive(o["momentum"], name="momentum", allow_zero=True)
-    if o["momentum"] >= 1:
-        raise ValueError(f"momentum must lie in [0, 1), got {o['momentum']!r}")
-    o["gamma"] = check_positive(o["gamma"], name="gamma")
-    o["step_size"] = (
-        max(1, o["epochs"] // 3) if o["step_size"] is None else check_int(o["step_size"], name="step_size")
-    )
-    if o["early_stopping_patience"] is not None:
-        o["early_stopping_patience"] = check_int(o["early_stopping_patience"], name="early_stopping_patience")
-        if o["val"] is None:
-            raise ValueError("early_stopping_patience needs validation data (val=None)")
-    if o["grad_clip"] is not None:
-        o["grad_clip"] = check_positive(o["grad_clip"], name="grad_clip")
-    if isinstance(o["seed"], bool) or not isinstance(o["seed"], int) or o["seed"] < 0:
-        raise ValueError(f"seed must be an int >= 0, got {o['seed']!r}")
-    _check_callables(o)
-    return o
-
-
-def _check_callables(o: dict[str, Any]) -> None:
-    if o["progress"] is not None and not isinstance(o["progress"], bool):
-        raise TypeError(f"progress must be True, False or None, got {o['progress']!r}")
-    for key in ("per_member_batches", "resume", "nesterov"):
-        if not isinstance(o[key], bool):
-            raise TypeError(f"{key} must be True or False, got {o[key]!r}")
-    for key in ("labels_key", "desc"):
-        if not isinstance(o[key], str):
-            raise TypeError(f"{key} must be a string, got {o[key]!r}")
-    check_decay_filter(o["decay_filter"])
-    for name in ("loss_fn", "regularizer"):
-        if o[name] is not None and not callable(o[name]):
-            raise TypeError(f"{name} must be callable, got {type(o[name]).__name__}")
-    o["callbacks"] = tuple(o["callbacks"])
-    if not all(callable(cb) for cb in o["callbacks"]):
-        raise TypeError("callbacks must be callables")
-    o["val_metrics"] = dict(o["val_metrics"] or {})
-    for name, fn in o["val_metrics"].items():
-        if not isinstance(name, str) or not callable(fn):
-            raise TypeError(f"val_metrics must map names to callables, got {name!r}: {type(fn).__name__}")
-
-
-def _make_run(o: dict, module: nn.Module, train: Source, val: Source | None, device: torch.device,
-              ctx: D.DistContext) -> _Run:  # fmt: skip
-    info = _task_setup(o, module, train, val, device)
-    if o["per_member_batches"] and not isinstance(train, IndexedSource):
-        raise ValueError("per_member_batches needs tensor or Dataset training data, not a DataLoader")
-    monitor = _resolve_monitor(o["monitor"], task=o["task"], classify_val=info["classify_val"],
-                               has_val=val is not None, custom_loss=o["loss_fn"] is not None)  # fmt: skip
-    config = {
-        **{
-            k: o[k]
-            for k in (
-                "optimizer",
-                "lr",
-                "weight_decay",
-                "momentum",
-                "nesterov",
-                "schedule",
-                "step_size",
-                "gamma",
-                "epochs",
-                "batch_size",
-                "seed",
-                "grad_clip",
-                "early_stopping_patience",
-                "task",
-                "per_member_batches",
-                "labels_key",
-            )
-        },  # fmt: skip
-        "decay_filter": decay_filter_name(o["decay_filter"]),
-        "monitor": monitor,
-        "loss": getattr(info["loss"], "__qualname__", type(info["loss"]).__name__),
-        "world_size": ctx.world_size,
-        "n_train": train.n,
-        "n_val": val.n if val is not None else None,
-        "train_data": train.fingerprint(),
-        "val_data": val.fingerprint() if val is not None else None,
-    }
-    return _Run(
-        module=module, train=train, val=val, loss=info["loss"], regularizer=o["regularizer"], task=o["task"],
-        classify_val=info["classify_val"], num_classes=info["num_classes"],
-        member_order=info["members"] if o["per_member_batches"] else None, monitor=monitor,
-        patience=o["early_stopping_patience"], config=config, device=device, ctx=ctx, callbacks=o["callbacks"],
-        val_metrics=o["val_metrics"],
-    )  # fmt: skip
 
 
 def _has_batch_norm(module: nn.Module) -> bool:
@@ -448,7 +205,7 @@ def _has_batch_norm(module: nn.Module) -> bool:
                for m in module.modules())  # fmt: skip
 
 
-def _prepare(run: _Run, o: dict) -> None:
+def _prepare(run: Run, o: dict) -> None:
     """Optimiser, DDP wrapper, steps per epoch and the initial-weights fingerprint."""
     run.opt = make_optimizer(run.module, optimizer=o["optimizer"], lr=o["lr"], weight_decay=o["weight_decay"],
                              momentum=o["momentum"], nesterov=o["nesterov"], decay_filter=o["decay_filter"])  # fmt: skip
@@ -465,7 +222,7 @@ def _prepare(run: _Run, o: dict) -> None:
     run.config["initial_weights"] = R.weights_fingerprint(run.module)
 
 
-def _start(run: _Run, folder: Path | None, resume: bool) -> R.LoopState:
+def _start(run: Run, folder: Path | None, resume: bool) -> R.LoopState:
     if folder is None:
         return R.LoopState()
     if not resume:
@@ -482,7 +239,7 @@ def _start(run: _Run, folder: Path | None, resume: bool) -> R.LoopState:
     return st
 
 
-def _train(run: _Run, o: dict) -> FitResult:
+def _train(run: Run, o: dict) -> FitResult:
     _prepare(run, o)
     folder = None if o["checkpoint_dir"] is None else Path(o["checkpoint_dir"])
     st = _start(run, folder, o["resume"])
@@ -523,7 +280,7 @@ def _shown(record: dict[str, Any]) -> dict[str, float]:
 # ------------------------------------------------------------------------------------------ epochs
 
 
-def _epoch(run: _Run, st: R.LoopState, o: dict) -> dict[str, Any]:
+def _epoch(run: Run, st: R.LoopState, o: dict) -> dict[str, Any]:
     """Train one epoch, validate, track the best epoch, run the callbacks; returns the epoch's record."""
     t0 = time.perf_counter()
     epoch_seed = derive_seed(o["seed"], st.epoch, run.ctx.rank, 1)
@@ -552,7 +309,7 @@ def _epoch(run: _Run, st: R.LoopState, o: dict) -> dict[str, Any]:
     return record
 
 
-def _track_best(run: _Run, st: R.LoopState, record: dict[str, Any]) -> None:
+def _track_best(run: Run, st: R.LoopState, record: dict[str, Any]) -> None:
     key = monitor_key(record, run.monitor)
     if st.best_key is None or key < st.best_key:
         st.best_key, st.best_epoch, st.since_best = key, st.epoch + 1, 0
@@ -564,7 +321,7 @@ def _track_best(run: _Run, st: R.LoopState, record: dict[str, Any]) -> None:
             st.stopped = st.stopped_early = True
 
 
-def _epoch_batches(run: _Run, epoch: int, o: dict):
+def _epoch_batches(run: Run, epoch: int, o: dict):
     """This rank's batches of the epoch (row orders from :func:`epoch_order`, or the DataLoader's)."""
     if not isinstance(run.train, IndexedSource):
         run.train.set_epoch(epoch)
@@ -576,7 +333,7 @@ def _epoch_batches(run: _Run, epoch: int, o: dict):
         yield run.train.take(shard[start:stop])
 
 
-def _train_epoch(run: _Run, epoch: int, o: dict) -> tuple[float, float | None, float]:
+def _train_epoch(run: Run, epoch: int, o: dict) -> tuple[float, float | None, float]:
     """One pass over the training data; returns (mean task loss, mean regulariser or None, last lr)."""
     run.module.train()
     sums = torch.zeros(3, dtype=torch.float64, device=run.device)  # task × rows, regulariser × rows, rows
@@ -595,7 +352,7 @@ def _train_epoch(run: _Run, epoch: int, o: dict) -> tuple[float, float | None, f
     return train_loss, (float(sums[1] / sums[2]) if run.regularizer is not None else None), lr_now
 
 
-def _step(run: _Run, batch: Any, grad_clip: float | None) -> Tensor:
+def _step(run: Run, batch: Any, grad_clip: float | None) -> Tensor:
     """One optimisation step; returns ``[task × rows, regulariser × rows, rows]`` (float64, CPU)."""
     x, y = split_batch(batch, labels_key=run.train.labels_key, need_labels=True, name="train")
     if not run.train.checked_upfront:
