@@ -10,9 +10,11 @@ Accepted data (``train``, ``val``, or ``predict``'s ``data``):
 * a sized map-style ``Dataset`` (``TensorDataset`` included) whose items are ``(x, y)`` pairs,
   dicts or bare inputs, collated with ``torch.utils.data.default_collate``;
 * a ``DataLoader`` yielding any of those batch forms. It is iterated as given: its own batch size,
-  sampler, shuffling and ``collate_fn`` are used, ``fit``'s ``batch_size`` is ignored, and under
-  ``torchrun`` it must shard itself (a ``DistributedSampler``; ``fit`` calls ``set_epoch``). Its
-  shuffling draws on the global torch RNG, which ``fit`` seeds per epoch, so runs stay reproducible.
+  sampler, shuffling and ``collate_fn`` are used and ``fit``'s ``batch_size`` is ignored. Under
+  ``torchrun`` a TRAINING loader must shard itself (a ``DistributedSampler``; ``fit`` calls
+  ``set_epoch``), while a validation or prediction loader is evaluated whole on every rank (give it
+  no DistributedSampler, or the ranks would score different subsets). Its shuffling draws on the
+  global torch RNG, which ``fit`` seeds per epoch, so runs stay reproducible.
 
 Calling the model: a dict batch calls ``model(**inputs)`` with the labels entry REMOVED (fit computes
 the member loss itself; a HuggingFace model then returns logits without a loss); any other input
