@@ -72,6 +72,38 @@ def _check_input(layer: nn.Module, x: object) -> Tensor:
     return x
 
 
+class _GatedAffine(torch.autograd.Function):
+    r"""``(σ(γ) ⊙ w, σ(γ) ⊙ b)`` from ``γ`` ``(M, C)``, ``w`` ``(C,)``, ``b`` ``(M, C)`` as one autograd node.
+
+    With ``g = σ(γ)`` and upstream gradients ``s̄`` (scale) and ``t̄`` (shift):
+    ``∂γ = (s̄ ⊙ w + t̄ ⊙ b) ⊙ g ⊙ (1 − g)``, ``∂w = Σ_t s̄_t ⊙ g_t``, ``∂b = t̄ ⊙ g``. Autograd's
+    own graph for the same three ops has four nodes; every σNorm layer runs this once per step.
+    """
+
+    @staticmethod
+    def forward(ctx, gate_logits: Tensor, weight: Tensor, bias: Tensor) -> tuple[Tensor, Tensor]:
+        g = torch.sigmoid(gate_logits)
+        ctx.save_for_backward(g, weight, bias)
+        return g * weight, g * bias
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g_scale: Tensor | None, g_shift: Tensor | None) -> tuple[Tensor | None, ...]:
+        g, weight, bias = ctx.saved_tensors
+        if g_scale is None:
+            g_scale = torch.zeros_like(g)
+        if g_shift is None:
+            g_shift = torch.zeros_like(g)
+        d_gate = d_weight = d_bias = None
+        if ctx.needs_input_grad[0]:
+            d_gate = torch.addcmul(g_scale * weight, g_shift, bias).mul_(g * (1 - g))
+        if ctx.needs_input_grad[1]:
+            d_weight = (g_scale * g).sum(0)
+        if ctx.needs_input_grad[2]:
+            d_bias = g_shift * g
+        return d_gate, d_weight, d_bias
+
+
 class SigmaNorm(nn.Module):
     """Base class of σNorm layers: owns ``weight`` (C,), ``bias`` (M, C) and ``gate_logits`` (M, C).
 
@@ -96,9 +128,8 @@ class SigmaNorm(nn.Module):
         return torch.sigmoid(self.gate_logits)
 
     def member_scale_shift(self) -> tuple[Tensor, Tensor]:
-        """Per-member affine after normalisation: ``(σ(γ_t) ⊙ w, σ(γ_t) ⊙ b_t)``, each ``(M, C)``."""
-        g = self.gates()
-        return g * self.weight, g * self.bias
+        """Per-member affine after normalisation: ``(σ(γ_t) ⊙ w, σ(γ_t) ⊙ b_t)``, each ``(M, C)`` (differentiable)."""
+        return _GatedAffine.apply(self.gate_logits, self.weight, self.bias)
 
     @torch.no_grad()
     def load_from_norm(
