@@ -122,6 +122,10 @@ def run_default(
     names = _check(seed=seed, epochs=epochs, members=members, model=model, tau=tau, lam=lam, ood=ood)
     ex = execution or Execution()
     main = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 prints and writes
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and (ex.resume or ex.workers or ex.scheduler):
+        from .experiments.options import OptionError
+
+        raise OptionError("--resume", "--resume, --workers and --scheduler are not available under torchrun")
     if not main:
         ex = Execution(quiet=True, threads=ex.threads)
     heldout = "heldout" in names

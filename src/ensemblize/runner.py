@@ -148,6 +148,7 @@ def run_method(
         early_stopping_patience=train.early_stopping_patience,
         seed=seed,
         progress=progress,
+        desc=f"{spec.name} {splits.name} seed={seed}",
         device=device,
     )
     extra: dict[str, Any] = {"setting": spec.name}
@@ -179,6 +180,7 @@ def run_method(
         extra={
             **extra,
             "epochs": result.epochs_run,
+            "world_size": D.current().world_size,
             "eval_seconds": evaluation.seconds,
             "spec": asdict(spec),
         },
