@@ -97,3 +97,52 @@ def test_dots_in_checkpoint_names_are_kept(tmp_path):
     assert load_checkpoint(tmp_path / "sigma_tau=0.05_seed0")[1]["tau"] == 0.05
     # a path naming either file of the pair loads the pair
     assert load_checkpoint(tmp_path / "sigma_tau=0.1_seed0.json")[1]["tau"] == 0.1
+
+
+def _records(methods=("single", "deep_ensemble", "sigma_ens"), seeds=(0, 1, 2)):
+    from ensemblize.evaluation.names import HEADLINE_METRICS
+
+    rng = np.random.default_rng(0)
+    return [
+        {
+            "method": m,
+            "dataset": "digits",
+            "seed": s,
+            "members": 4,
+            "params": 4612 + 1000 * i,
+            "train_seconds": 1.25 + s,
+            "metrics": {k: float(rng.random()) for k in HEADLINE_METRICS},
+        }
+        for i, m in enumerate(methods)
+        for s in seeds
+    ]
+
+
+def test_console_tables_fit_100_columns_and_keep_every_metric():
+    from ensemblize.evaluation.names import HEADLINE_METRICS
+    from ensemblize.report.results import console_tables
+
+    recs = _records()
+    text = console_tables(recs, metrics=list(HEADLINE_METRICS), by=("dataset", "method"))
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    headers = [lines[0]] + [lines[i + 1] for i, line in enumerate(lines) if line == ""]
+    shown = [c for h in headers for c in h.split()]
+    assert all(m in shown for m in HEADLINE_METRICS)
+    assert headers[0].split() == ["dataset", "method", "n", "accuracy", "nll", "ece", "params", "train_s"]
+    # params are integers (no decimals), the same in every seed: no ± part
+    assert "4,612 " in text and "4612.0" not in text and "4,612 ±" not in text
+    wide = console_tables(recs, metrics=list(HEADLINE_METRICS), wide=True)
+    assert len(wide.splitlines()) == 2 + 3 and max(len(line) for line in wide.splitlines()) > 100
+    assert wide == format_table(recs, metrics=list(HEADLINE_METRICS))
+
+
+def test_progress_line_and_table_show_the_same_train_time(capsys):
+    from ensemblize.experiments.jobs import Job, run_jobs
+    from ensemblize.report.results import console_tables
+
+    recs = _records(methods=("single",), seeds=(0,))
+    run_jobs([Job.make("t", "json:loads", "single", s=json.dumps(recs))], quiet=False)
+    line = capsys.readouterr().err
+    table = console_tables(recs, metrics=["accuracy"], by=("method",))
+    assert "train 1.2 s" in line and table.splitlines()[-1].split()[-1] == "1.2"

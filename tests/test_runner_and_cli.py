@@ -129,6 +129,11 @@ def test_cli_run_and_evaluate_end_to_end(tmp_path):
     assert "accuracy" in res.output and "sigma_ens" in res.output
     res = runner.invoke(app, ["evaluate", str(out), "--ood", "uniform"])
     assert res.exit_code == 0, res.output
+    assert f"{out / 'evaluation.json'}\n" in res.output  # every written file is named
+    assert f"{out / 'reliability.png'} (replaced)" in res.output
+    from ensemblize.run_folder import read_manifest
+
+    assert "evaluation.json" in read_manifest(out)["files"]  # the manifest was rewritten, still verified
     ev = json.loads((out / "evaluation.json").read_text())
     assert len(ev) == 3 and "ood_heldout_maxprob_auroc" in ev[0]["metrics"] and "corr_ece" in ev[0]["metrics"]
     # the held-out-class task has 6 classes; the evaluation reuses the trained weights exactly
@@ -144,3 +149,44 @@ def test_cli_rejects_bad_values(tmp_path):
     assert res.exit_code != 0 and "nonsense" in str(res.exception) + res.output
     res = runner.invoke(app, ["evaluate", str(tmp_path / "missing")])
     assert res.exit_code != 0
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "allowed"),
+    [
+        (["--tau", "0"], "--tau", "> 0"),
+        (["--lam", "-1"], "--lam", "≥ 0"),
+        (["--seed", "-1"], "--seed", "≥ 0"),
+        (["--model", "resnet50"], "--model", "resnet_small"),
+        (["--members", "1"], "--members", "≥ 2"),
+        (["--ood", "gaussian,nonsense"], "--ood", "heldout"),
+    ],
+)
+def test_run_options_are_checked_before_any_work(tmp_path, args, option, allowed):
+    import time
+
+    from ensemblize.cli import app
+
+    out = tmp_path / "run"
+    start = time.perf_counter()
+    res = CliRunner().invoke(app, ["run", "--out", str(out), *args])
+    assert time.perf_counter() - start < 1.0
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit)
+    assert f"Invalid value for '{option}'" in res.output and allowed in res.output
+    assert "Traceback" not in res.output and not out.exists()
+
+
+def test_run_refuses_an_existing_file_and_a_used_folder(tmp_path):
+    from ensemblize.cli import app
+
+    target = tmp_path / "results.txt"
+    target.write_text("keep me")
+    res = CliRunner().invoke(app, ["run", "--out", str(target)])
+    assert res.exit_code == 2 and "existing file" in res.output and "Traceback" not in res.output
+    assert target.read_text() == "keep me"
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "notes.md").write_text("x")
+    res = CliRunner().invoke(app, ["run", "--out", str(used)])
+    assert res.exit_code == 2 and "--resume" in res.output and "--overwrite" in res.output
+    assert sorted(p.name for p in used.iterdir()) == ["notes.md"]

@@ -141,13 +141,13 @@ def run_default(
         for s in specs
     ]
     settings = {**common, "members": members, "model": model, "tau": tau, "lam": lam}
-    if not ex.quiet:
-        describe = _splits(seed, heldout)[0].describe()
-        print(
-            f"ensemblize run: {describe}; backbone {model}, {epochs} epochs, M={members}, seed {seed}",
-            flush=True,
-        )
-    with _writer(out, settings, ex, main) as folder:
+    with _writer(out, settings, ex, main) as folder:  # the run folder is checked before anything prints
+        if not ex.quiet:
+            describe = _splits(seed, heldout)[0].describe()
+            print(
+                f"ensemblize run: {describe}; backbone {model}, {epochs} epochs, M={members}, seed {seed}",
+                flush=True,
+            )
         results = folder.run(jobs, describe=_describe)
         records = merged_records(results)
         figures = _figures(results, Path(out)) if main else []
