@@ -33,12 +33,18 @@ _SUBMODULES = (
     "experiments",
     "report",
 )
-_ATTRIBUTES = {"sigma_ensemble": "ensemblize.convert", "SigmaEnsemble": "ensemblize.convert"}
+_ATTRIBUTES = {
+    "sigma_ensemble": "ensemblize.convert",
+    "SigmaEnsemble": "ensemblize.convert",
+    "save_ensemble": "ensemblize.sigma_io",
+    "load_ensemble": "ensemblize.sigma_io",
+}
 
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import checkpoint, data, diversity, members, metrics, models, nn, selective, tabular, training  # noqa: F401
     from .convert import SigmaEnsemble, sigma_ensemble  # noqa: F401
+    from .sigma_io import load_ensemble, save_ensemble  # noqa: F401
 
 __getattr__, __dir__, __all__ = lazy_namespace(__name__, _ATTRIBUTES, _SUBMODULES)
 __all__ = [*__all__, "__version__"]
