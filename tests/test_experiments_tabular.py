@@ -90,7 +90,7 @@ def _runnable(method):
         pytest.skip(why)
 
 
-@pytest.mark.parametrize("method", [m for m in TM.METHODS if m != "tabm"])
+@pytest.mark.parametrize("method", TM.METHODS)
 def test_job_every_method_binary(method):
     _runnable(method)
     (rec,) = TM.tabular_job(method=method, dataset="breast_cancer", seed=0, **TINY)

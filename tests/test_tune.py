@@ -191,7 +191,7 @@ from ensemblize.tabular.tuning import lometab_search_space, tune
 
 folder, me = Path(sys.argv[1]), sys.argv[2]
 (folder / f"ready-{me}").touch()
-deadline = time.monotonic() + 30
+deadline = time.monotonic() + 240
 while len(list(folder.glob("ready-*"))) < 2 and time.monotonic() < deadline:
     time.sleep(0.05)  # start together, so that both processes really share the study
 X, y = make_classification(n_samples=240, n_features=5, n_informative=3, random_state=0)
@@ -215,7 +215,7 @@ def test_two_processes_share_one_journal_study_and_the_best_refits_and_saves(tmp
     ]
     ran = []
     for p in procs:
-        out, _ = p.communicate(timeout=120)
+        out, _ = p.communicate(timeout=600)
         assert p.returncode == 0
         ran.append(json.loads(out.strip().splitlines()[-1]))
     storage = str(tmp_path / "study.log")
