@@ -155,3 +155,17 @@ def float64_copy(x: object, *, name: str) -> np.ndarray:
             raise TypeError(f"{name} must be a floating-point array, got dtype {x.dtype}")
         return x.astype(np.float64)
     raise TypeError(f"{name} must be a NumPy array or torch tensor, got {type(x).__name__}")
+
+
+def check_float_input(x: torch.Tensor, *, like: torch.Tensor, name: str) -> None:
+    """Raise TypeError unless the layer input ``x`` is floating point with the dtype of ``like`` (a weight).
+
+    A metadata check only (no host sync), so layers can run it on every call; ``name`` is the layer.
+    """
+    if not x.is_floating_point():
+        raise TypeError(f"{name} expects a floating-point input, got dtype {x.dtype}")
+    if x.dtype != like.dtype:
+        raise TypeError(
+            f"{name}: input dtype {x.dtype} does not match the layer's {like.dtype}; "
+            f"convert one of them (e.g. x.to({like.dtype}) or layer.to({x.dtype}))"
+        )
