@@ -126,3 +126,12 @@ def test_optimal_owners_limits():
     assert sigma.optimal_owners(1e4, 4) == pytest.approx(2.0, abs=1e-3)
     assert sigma.optimal_owners(1.0, 4) == pytest.approx(4 * (1 - 1 / math.expm1(1.0)))
     assert sigma.optimal_owners(1.0, np.int64(4)) == sigma.optimal_owners(1.0, 4)
+
+
+def test_members_are_bounded_before_allocation():
+    from ensemblize.members import MAX_MEMBERS
+
+    with pytest.raises(ValueError, match=f"members must be <= {MAX_MEMBERS}, got 1000000000"):
+        ez.sigma_ensemble(_net(), members=10**9)
+    with pytest.raises(ValueError, match="members must be <="):
+        ez.nn.BatchEnsembleLinear(2, 2, MAX_MEMBERS + 1)

@@ -16,15 +16,21 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._checks import check_int
+from ._checks import check_size
+
+#: Largest ensemble size accepted anywhere (checked before any per-member tensor is allocated):
+#: far above every method's use (4–64 members), and low enough that a typo such as
+#: ``members=10**9`` fails at once instead of exhausting memory.
+MAX_MEMBERS = 4096
 
 
 def check_members(members: object) -> int:
-    """Return ``members`` as a Python int if it is an integer ≥ 1 (NumPy integers included, bool not).
+    """Return ``members`` as a Python int if it is an integer in ``[1, MAX_MEMBERS]`` (NumPy integers
+    included, bool not).
 
-    Raises TypeError for a non-integer and ValueError below 1, naming ``members`` and the value.
+    Raises TypeError for a non-integer and ValueError outside the range, naming ``members`` and the value.
     """
-    return check_int(members, name="members", minimum=1)
+    return check_size(members, name="members", maximum=MAX_MEMBERS)
 
 
 def expand(x: Tensor, members: int) -> Tensor:

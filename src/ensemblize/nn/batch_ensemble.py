@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_bool, check_choice, check_int, check_int_pair
+from .._checks import check_bool, check_choice, check_float_input, check_int, check_int_pair
 from ..members import check_members
 from .lome import _check_ensemble_input, _init_member_bias_, _init_rsqrt_uniform_
 
@@ -37,11 +37,6 @@ __all__ = ["BatchEnsembleLinear", "BatchEnsembleConv2d"]
 
 Init = Literal["tabm", "normal", "random-signs"]
 _INITS = ("tabm", "normal", "random-signs")
-
-
-def _check_floating(x: Tensor, layer: str) -> None:
-    if not x.is_floating_point():
-        raise TypeError(f"{layer} expects a floating-point input, got dtype {x.dtype}")
 
 
 def _check_init(init: object, first_layer: object) -> None:
@@ -155,7 +150,7 @@ class BatchEnsembleLinear(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """``(B, K, in) -> (B, K, out)``."""
         _check_ensemble_input(x, self.members, self.in_features, type(self).__name__)
-        _check_floating(x, type(self).__name__)
+        check_float_input(x, like=self.weight, name=type(self).__name__)
         y = F.linear(x * self.r, self.weight) * self.s
         return y if self.bias is None else y + self.bias
 
@@ -246,7 +241,7 @@ class BatchEnsembleConv2d(nn.Module):
                 f"BatchEnsembleConv2d expects input of shape (B·K, C, H, W) with K={k} dividing the "
                 f"leading size and C={self.in_channels}, got {tuple(x.shape)}"
             )
-        _check_floating(x, "BatchEnsembleConv2d")
+        check_float_input(x, like=self.weight, name="BatchEnsembleConv2d")
         for axis in (0, 1):
             if x.shape[2 + axis] + 2 * self.padding[axis] < self.kernel_size[axis]:
                 raise ValueError(

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ensemblize._checks import check_bool, check_int, check_int_pair, check_positive
+from ensemblize._checks import check_bool, check_float_input, check_int, check_int_pair, check_positive
 from ensemblize.members import check_members
 
 __all__ = ["PackedConv2d", "PackedLinear", "packed_widths"]
@@ -183,8 +183,7 @@ class PackedConv2d(nn.Conv2d):
             raise ValueError(
                 f"PackedConv2d expects input of shape (B, {self.in_channels}, H, W), got {tuple(x.shape)}"
             )
-        if not x.is_floating_point():
-            raise TypeError(f"PackedConv2d expects a floating-point input, got dtype {x.dtype}")
+        check_float_input(x, like=self.weight, name="PackedConv2d")
         for axis, k, p in (
             (2, self.kernel_size[0], self.padding[0]),
             (3, self.kernel_size[1], self.padding[1]),
@@ -273,8 +272,7 @@ class PackedLinear(nn.Module):
             raise ValueError(
                 f"PackedLinear expects input of shape (..., {self.in_features}), got a 0-d tensor (a scalar)"
             )
-        if not x.is_floating_point():
-            raise TypeError(f"PackedLinear expects a floating-point input, got dtype {x.dtype}")
+        check_float_input(x, like=self.weight, name="PackedLinear")
         if x.shape[-1] != self.in_features:
             raise ValueError(
                 f"PackedLinear expects {self.in_features} input features (last axis), got shape {tuple(x.shape)}"

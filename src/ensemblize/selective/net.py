@@ -104,6 +104,8 @@ class SelectiveNet(nn.Module):
             raise TypeError(f"features must return a torch.Tensor, got {type(z).__name__}")
         if z.dim() not in (2, 3):
             raise ValueError(f"features must return (B, D) or (B, M, D), got shape {tuple(z.shape)}")
+        if not z.is_floating_point():
+            raise TypeError(f"features must return a floating-point tensor, got dtype {z.dtype}")
         if z.shape[-1] != self.feature_dim:
             raise ValueError(
                 f"features output width {z.shape[-1]} does not match feature_dim={self.feature_dim}"
