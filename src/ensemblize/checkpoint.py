@@ -27,7 +27,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -79,24 +79,29 @@ def _publish(tmp: str | Path, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a same-folder temporary file and ``os.replace``.
-
-    The file ends with ``0666 & ~umask`` permissions, like a plain ``open(path, "wb")``.
-    """
+def _atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
+    """Run ``write(tmp)`` on a same-folder temporary file, fsync it, then rename it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
+        write(tmp)
+        with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         _publish(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` via a same-folder temporary file and ``os.replace``.
+
+    The file ends with ``0666 & ~umask`` permissions, like a plain ``open(path, "wb")``.
+    """
+    return _atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -119,20 +124,8 @@ def _json_default(obj: Any) -> Any:
 
 def save_tensors(path: str | os.PathLike, tensors: Mapping[str, Tensor]) -> Path:
     """Atomically write a flat ``{name: tensor}`` mapping as safetensors (tensors made contiguous, on CPU)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     clean = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file(clean, tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        _publish(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return _atomic_write(path, lambda tmp: save_file(clean, tmp))
 
 
 def load_tensors(path: str | os.PathLike, device: str | torch.device = "cpu") -> dict[str, Tensor]:
