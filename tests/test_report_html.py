@@ -92,6 +92,8 @@ def test_environment_recorded_by_the_run_wins(tmp_path):
     page = render_report(folder)
     assert "<td>cuda: H200</td>" in page and "Recorded by the run." in page
     assert "ensemblize run — " in page  # the nested {"config": ...} layout of RunFolder is read too
+    (folder / "run.json").write_text(json.dumps({"config": {"experiment": "tau-sweep", "seeds": [0, 1]}}))
+    assert "<title>ensemblize experiment tau-sweep — " in render_report(folder)
 
 
 def test_bad_folders_are_named(tmp_path):

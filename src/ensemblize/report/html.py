@@ -355,6 +355,12 @@ def _status(run_dir: Path) -> str:
     )
 
 
+def _command(config: Mapping[str, Any]) -> str:
+    """``run`` / ``experiment NAME`` from run.json (``experiment`` in run folders, ``command`` in older ones)."""
+    name = config.get("experiment", config.get("command", "run"))
+    return "run" if name == "run" else f"experiment {name}" if "experiment" in config else str(name)
+
+
 def render_report(run_dir: str | Path) -> str:
     """The report page of ``run_dir`` as one HTML string (see the module doc for its sections)."""
     run_dir = Path(run_dir)
@@ -366,8 +372,7 @@ def render_report(run_dir: str | Path) -> str:
     if not records and not config:
         raise ValueError(f"{run_dir} holds neither results.json nor run.json: not a run folder")
     env, env_note = _environment(run_dir, full)
-    command = config.get("command", "run")
-    title = f"ensemblize {command} — {run_dir.resolve().name}"
+    title = f"ensemblize {_command(config)} — {run_dir.resolve().name}"
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = [
         f"<h1>{_e(title)}</h1>",
