@@ -52,17 +52,40 @@ DESIGN_NAMES = {
         "threshold_for_coverage",
     ],
     "data": ["corrupt"],
+    # one home per job (issue 9): the σN package and the confidence scores
+    "sigma": [
+        "sigma_ensemble",
+        "sigma_layers",
+        "softmax_temperature_loss",
+        "sharing",
+        "convert_norms",
+        "optimal_owners",
+    ],
+    "metrics.confidence": [
+        "softmax_response",
+        "softmax_power",
+        "negative_entropy",
+        "deep_gamblers_confidence",
+    ],
 }
 
 
 @pytest.mark.parametrize(("module", "name"), [(m, n) for m, names in DESIGN_NAMES.items() for n in names])
 def test_design_names_resolve(module, name):
-    obj = getattr(getattr(ez, module) if module else ez, name)
+    obj = getattr(importlib.import_module(f"ensemblize.{module}") if module else ez, name)
     assert callable(obj) and obj.__doc__, f"{module}.{name} needs a docstring"
 
 
 @pytest.mark.parametrize(
-    "package", ["ensemblize", "ensemblize.nn", "ensemblize.models", "ensemblize.data", "ensemblize.tabular"]
+    "package",
+    [
+        "ensemblize",
+        "ensemblize.nn",
+        "ensemblize.models",
+        "ensemblize.data",
+        "ensemblize.tabular",
+        "ensemblize.sigma",
+    ],
 )
 def test_every_lazy_name_resolves(package):
     mod = importlib.import_module(package)
@@ -70,3 +93,16 @@ def test_every_lazy_name_resolves(package):
         assert getattr(mod, name) is not None, f"{package}.{name}"
     with pytest.raises(AttributeError, match="no attribute"):
         mod.__getattr__("does_not_exist")
+
+
+def test_each_job_has_one_home():
+    """Contract paths and compatibility paths resolve to the same objects as their one definition."""
+    from ensemblize import calibration, convert, diversity, sigma
+    from ensemblize.metrics import confidence
+    from ensemblize.models import temperature_scaling
+
+    assert ez.sigma_ensemble is convert.sigma_ensemble is sigma.sigma_ensemble
+    assert diversity.softmax_temperature_loss is sigma.softmax_temperature_loss
+    assert diversity.sharing is sigma.sharing and diversity.sigma_layers is sigma.sigma_layers
+    assert ez.selective.negative_entropy is ez.metrics.negative_entropy is confidence.negative_entropy
+    assert calibration.fit_temperature is temperature_scaling.fit_temperature
