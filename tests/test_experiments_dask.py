@@ -35,9 +35,10 @@ def scheduler():
 
 @pytest.mark.slow
 def test_compare_on_a_local_cluster_equals_the_serial_run(tmp_path, scheduler):
-    from ensemblize.experiments.image import compare
+    from ensemblize.experiments.image import ImageSetup, compare
 
-    kw = dict(epochs=1, width=4, seeds=[0], methods=["single", "sigma"], members=2, evaluation="tiny")
+    setup = ImageSetup(epochs=1, width=4, seeds=(0,), evaluation="tiny")
+    kw = dict(setup=setup, methods=["single", "sigma"], members=2)
     serial = compare(**kw, out=tmp_path / "serial", execution=Execution(quiet=True))
     dask = compare(**kw, out=tmp_path / "dask", execution=Execution(quiet=True, scheduler=scheduler))
     assert [r["method"] for r in dask] == ["single", "sigma_ens"]

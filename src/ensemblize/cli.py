@@ -14,6 +14,7 @@ run folder), ``--quiet``, ``--wide`` and ``--threads``. A bad argument is one li
 and the allowed values (``typer.BadParameter``), raised before any work starts.
 """
 
+import dataclasses
 import importlib
 import inspect
 from collections.abc import Callable, Iterator, Mapping
@@ -121,6 +122,8 @@ _TABLE = {
     "max_rows": Opt("Subsample each table to at most this many rows first.", cli_type=Optional[int], min=1),  # noqa: UP045
 }
 _OUT = Opt("Run folder for results.json, tables and figures.", cli_type=Path)
+_MODEL_SEEDS = Opt("Comma-separated model seeds.", items=int)
+_TABLE_NAME = Opt("A table name of the registry.")
 
 #: Command -> ``(target "module:function", options)``; ``run`` is top level, the rest are experiments.
 COMMANDS: dict[str, tuple[str, dict[str, Opt]]] = {
@@ -220,7 +223,7 @@ COMMANDS: dict[str, tuple[str, dict[str, Opt]]] = {
         {
             "datasets": Opt("Comma-separated table names (empty: the budget preset's tables).", items=str),
             "methods": Opt("Comma-separated methods (lometab, tabm, xgboost, catboost, ...).", items=str),
-            "seeds": Opt("Comma-separated model seeds.", items=int),
+            "seeds": _MODEL_SEEDS,
             **_TABLE,
             "out": _OUT,
         },
@@ -228,7 +231,7 @@ COMMANDS: dict[str, tuple[str, dict[str, Opt]]] = {
     "tabular-grid": (
         "ensemblize.experiments.tabular:tabular_grid",
         {
-            "dataset": Opt("A table name of the registry."),
+            "dataset": _TABLE_NAME,
             "ranks": Opt("Comma-separated adapter ranks r.", items=int),
             "scales": Opt("Comma-separated σ_init values.", items=float),
             "seed": Opt("Model seed (the split uses --split-seed)."),
@@ -240,9 +243,9 @@ COMMANDS: dict[str, tuple[str, dict[str, Opt]]] = {
     "tabular-diversity": (
         "ensemblize.experiments.tabular:tabular_diversity",
         {
-            "dataset": Opt("A table name of the registry."),
+            "dataset": _TABLE_NAME,
             "methods": Opt("Comma-separated ensemble methods to compare.", items=str),
-            "seeds": Opt("Comma-separated model seeds.", items=int),
+            "seeds": _MODEL_SEEDS,
             "epochs": Opt("Epochs, all run (no early stopping).", min=1),
             **_TABLE,
             "out": _OUT,
@@ -268,13 +271,28 @@ def _summary(fn: Callable[..., Any]) -> str:
     return " ".join(first.replace("``", "").split())
 
 
+def _setup_default(fn: Callable[..., Any]) -> Any:
+    """The default of ``fn``'s ``setup`` parameter when it is a dataclass (options may fill its fields)."""
+    p = inspect.signature(fn).parameters.get("setup")
+    default = None if p is None else p.default
+    return default if dataclasses.is_dataclass(default) else None
+
+
+def _default(fn: Callable[..., Any], name: str) -> Any:
+    """The Python default of option ``name``: a parameter of ``fn`` or a field of its ``setup``."""
+    params = inspect.signature(fn).parameters
+    if name in params:
+        return params[name].default
+    setup = _setup_default(fn)
+    if setup is not None and name in {f.name for f in dataclasses.fields(setup)}:
+        return getattr(setup, name)
+    raise TypeError(f"{fn.__module__}.{fn.__name__} has no parameter or setup field {name!r}")
+
+
 def _parameters(fn: Callable[..., Any], options: Mapping[str, Opt]) -> list[inspect.Parameter]:
-    sig = inspect.signature(fn)
     params = []
     for name, opt in options.items():
-        if name not in sig.parameters:
-            raise TypeError(f"{fn.__module__}.{fn.__name__} has no parameter {name!r}")
-        default = sig.parameters[name].default
+        default = _default(fn, name)
         annotation = str if opt.items else (opt.cli_type or type(default))
         extra = {} if opt.min is None else {"min": opt.min}
         option = typer.Option(_cli_default(default, opt), opt.flag_for(name), help=opt.help, **extra)
@@ -286,6 +304,23 @@ def _parameters(fn: Callable[..., Any], options: Mapping[str, Opt]) -> list[insp
             inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
         )
     return params
+
+
+def _arguments(fn: Callable[..., Any], options: Mapping[str, Opt], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The command's values as ``fn``'s keyword arguments: lists split, setup fields in a setup."""
+    from .experiments.options import split_list
+
+    for name, opt in options.items():
+        if opt.items is not None:
+            kwargs[name] = split_list(kwargs[name], option=opt.flag_for(name), cast=opt.items)
+    setup = _setup_default(fn)
+    if setup is not None:
+        fields = {f.name for f in dataclasses.fields(setup)} & set(kwargs)
+        values = {k: kwargs.pop(k) for k in fields}
+        kwargs["setup"] = dataclasses.replace(
+            setup, **{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+        )
+    return kwargs
 
 
 @contextmanager
@@ -313,14 +348,10 @@ def _command(target: str, options: Mapping[str, Opt]) -> Callable[..., None]:
 
     def command(**kwargs: Any) -> None:
         from .experiments.jobs import Execution
-        from .experiments.options import split_list
 
         execution = Execution(**{k: kwargs.pop(k) for k in EXECUTION_OPTIONS})
         with _clean_errors():
-            for name, opt in options.items():
-                if opt.items is not None:
-                    kwargs[name] = split_list(kwargs[name], option=opt.flag_for(name), cast=opt.items)
-            fn(**kwargs, execution=execution)
+            fn(**_arguments(fn, options, kwargs), execution=execution)
 
     command.__name__ = fn.__name__
     command.__doc__ = _summary(fn)

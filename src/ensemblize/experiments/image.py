@@ -15,8 +15,12 @@ and figures from the merged records:
   fine-tuned with the regulariser, against the single model, σN-Ens from scratch and the deep ensemble;
 * :func:`lambda_sweep` — σN-Ens over λ at fixed τ.
 
-All run on ``dataset="digits"`` by default (``cifar10`` / ``cifar100`` with ``data_root``; same code
-path, ``device="cuda"`` where available). Every model goes through :func:`method_job` →
+Every experiment takes ``setup=ImageSetup(...)`` — the data (``dataset="digits"`` by default;
+``cifar10`` / ``cifar100`` with ``data_root``, the same code path), backbone, epochs, seeds,
+evaluation preset and device (``"cuda"`` where available) — plus its own grid, ``out`` and
+``execution`` (an :class:`~ensemblize.experiments.jobs.Execution`: in process, ``workers=N`` or a
+Dask ``scheduler``; ``resume`` / ``overwrite``; ``quiet``), e.g.
+``compare(setup=ImageSetup(epochs=1, seeds=(0,), evaluation="tiny"), methods=["single", "sigma"])``. Every model goes through :func:`method_job` →
 :func:`ensemblize.runner.run_method` (training, checkpoint, evaluation); each record also carries
 validation metrics (``val_accuracy``, ``val_nll``, ``val_ece``) so that any choice among settings is
 made on validation, never test. Each experiment writes ``results.json``, ``table.md`` (mean ± std over
@@ -32,7 +36,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +46,7 @@ from .jobs import Execution, Job, JobResult, OptionError, experiment_folder, mer
 
 __all__ = [
     "EXPERIMENTS",
+    "ImageSetup",
     "evaluations_by_method",
     "REDUCED_CORRUPTIONS",
     "HEADLINE",
@@ -74,6 +79,31 @@ HEADLINE = list(HEADLINE_METRICS)
 EVAL_PRESETS = ("full", "reduced", "tiny")
 IMAGE_DATASETS = ("digits", "cifar10", "cifar100")
 METHOD_NAMES = ("single", "temp_scaled", "deep", "batchensemble", "packed", "sigma")
+
+
+@dataclass(frozen=True)
+class ImageSetup:
+    """What every image experiment shares: the data, the backbone, the budget, the seeds, the
+    evaluation preset and the device.
+
+    ``dataset``: digits, cifar10 or cifar100 (read from ``data_root``); ``model``: a backbone name
+    (``width``: its base width, ``None``: the backbone's own); ``epochs``: training epochs per model
+    (the same budget for every method); ``seeds``: data split, initialisation and batch order;
+    ``evaluation``: full, reduced or tiny (:func:`eval_spec`); ``device``: a torch device.
+    """
+
+    dataset: str = "digits"
+    data_root: str | None = None
+    model: str = "resnet_small"
+    width: int | None = None
+    epochs: int = 15
+    seeds: tuple[int, ...] = (0, 1, 2)
+    evaluation: str = "reduced"
+    device: str = "cpu"
+
+
+#: The default setup of :func:`compare` and :func:`finetune`: the whole evaluation suite.
+FULL_EVALUATION = ImageSetup(evaluation="full")
 
 
 def eval_spec(preset: str):
@@ -214,27 +244,11 @@ def _errorbar_panels(
     xlabel: str,
     logx: bool = False,
 ) -> Path:
-    """One panel per ``(ylabel, {series: [(x, mean, std), ...]})``, mean ± std error bars."""
-    import matplotlib.pyplot as plt
+    """One panel per ``(ylabel, {series: [(x, mean, std), ...]})``, mean ± std error bars
+    (:func:`ensemblize.report.figures.errorbar_figure`), written to ``path``."""
+    from ensemblize.report.figures import errorbar_figure, save_figure
 
-    from ensemblize.report.figures import save_figure
-
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.2), squeeze=False)
-    for ax, (ylabel, series) in zip(axes[0], panels, strict=True):
-        for label, pts in series.items():
-            xs, ms, ss = zip(*pts, strict=True) if pts else ((), (), ())
-            ax.errorbar(xs, ms, yerr=ss, marker="o", capsize=3, label=label)
-        if logx:
-            ticks = sorted({float(x) for pts in series.values() for x, _, _ in pts})
-            ax.set_xscale("log")
-            ax.minorticks_off()
-            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    return save_figure(fig, path)
+    return save_figure(errorbar_figure(panels, xlabel=xlabel, logx=logx), path)
 
 
 def _severity_figure(records: list[dict], path: Path) -> Path | None:
@@ -448,26 +462,28 @@ def _describe(records: Sequence[Mapping[str, Any]]) -> str:
 
 # --- shared machinery ------------------------------------------------------------------------------
 
-#: Arguments that say how or where to run, not what: not part of the run's configuration.
-_NOT_SETTINGS = ("execution", "out", "device", "data_root")
+#: Setup fields that say where, not what: not part of the run's configuration.
+_NOT_SETTINGS = ("data_root", "device")
 
 
 def _common(args: Mapping[str, Any]) -> dict[str, Any]:
-    """Check the arguments every image experiment shares (before any work) and return the jobs'
-    shared keyword arguments plus ``settings`` (the run's configuration: every argument except
-    :data:`_NOT_SETTINGS`). ``args`` is the experiment's ``locals()`` at entry."""
+    """Check the experiment's arguments (its ``locals()`` at entry) before any work and return the
+    jobs' shared keyword arguments plus ``settings`` (the run's configuration: the setup except
+    :data:`_NOT_SETTINGS` and every other argument except ``out`` and ``execution``)."""
     from ensemblize.models import registry
 
-    O.choice(args["dataset"], option="--dataset", allowed=IMAGE_DATASETS)
-    O.choice(args["model"], option="--model", allowed=getattr(registry, "IMAGE_MODELS", registry.MODEL_NAMES))
-    O.choice(args["evaluation"], option="--eval", allowed=EVAL_PRESETS)
+    setup = args["setup"]
+    if not isinstance(setup, ImageSetup):
+        raise TypeError(f"setup must be an ImageSetup, got {type(setup).__name__}")
+    O.choice(setup.dataset, option="--dataset", allowed=IMAGE_DATASETS)
+    O.choice(setup.model, option="--model", allowed=getattr(registry, "IMAGE_MODELS", registry.MODEL_NAMES))
+    O.choice(setup.evaluation, option="--eval", allowed=EVAL_PRESETS)
     heldout = bool(args.get("heldout", False))
-    if heldout and args["dataset"] != "digits":
-        raise OptionError("--heldout", f"is only available for digits, not {args['dataset']!r}")
-    width = args["width"]
-    if width is not None:
-        O.ints([width], option="--width", minimum=1)
-    O.ints([args["epochs"]], option="--epochs", minimum=1)
+    if heldout and setup.dataset != "digits":
+        raise OptionError("--heldout", f"is only available for digits, not {setup.dataset!r}")
+    if setup.width is not None:
+        O.ints([setup.width], option="--width", minimum=1)
+    O.ints([setup.epochs], option="--epochs", minimum=1)
     for name in ("members", "finetune_epochs"):
         if name in args:
             O.ints([args[name]], option=f"--{name.replace('_', '-')}", minimum=2 if name == "members" else 1)
@@ -476,21 +492,24 @@ def _common(args: Mapping[str, Any]) -> dict[str, Any]:
             O.floats([args[name]], option=f"--{name.replace('_', '-')}")
     if "lam" in args:
         O.floats([args["lam"]], option="--lam", low_open=False)
-    seeds = O.ints(args["seeds"], option="--seeds")
-    root = args["data_root"]
+    seeds = O.ints(setup.seeds, option="--seeds")
+    shared = {k: v for k, v in asdict(setup).items() if k not in _NOT_SETTINGS}
+    others = {k: v for k, v in args.items() if k not in ("setup", "out", "execution")}
+    root = setup.data_root
     return {
+        "setup": replace(setup, seeds=tuple(seeds)),
         "seeds": seeds,
         "data": {
-            "dataset": args["dataset"],
+            "dataset": setup.dataset,
             "data_root": None if root is None else str(root),
             "heldout": heldout,
         },
-        "train": asdict(_train_config(args["epochs"])),
-        "evaluation": args["evaluation"],
-        "device": args["device"],
-        "model_kwargs": {} if width is None else {"width": width},
+        "train": asdict(_train_config(setup.epochs)),
+        "evaluation": setup.evaluation,
+        "device": setup.device,
+        "model_kwargs": {} if setup.width is None else {"width": setup.width},
         "out": Path(args["out"]),
-        "settings": {**{k: v for k, v in args.items() if k not in _NOT_SETTINGS}, "seeds": seeds},
+        "settings": {**shared, "seeds": seeds, **others},
     }
 
 
@@ -578,19 +597,12 @@ def evaluations_by_method(results: Sequence[JobResult]) -> dict[str, list[Any]]:
 
 def compare(
     *,
-    dataset: str = "digits",
-    data_root: str | Path | None = None,
-    model: str = "resnet_small",
-    width: int | None = None,
-    epochs: int = 15,
-    seeds: Sequence[int] = (0, 1, 2),
+    setup: ImageSetup = FULL_EVALUATION,
     members: int = 4,
     tau: float = 5.0,
     lam: float = 0.5,
     methods: Sequence[str] = METHOD_NAMES,
-    evaluation: str = "full",
     out: str | Path = "runs/image-compare",
-    device: str = "cpu",
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
     """Every method, same backbone and budget: the full evaluation suite, mean ± std over seeds.
@@ -606,7 +618,7 @@ def compare(
         (
             _spec(
                 m,
-                model=model,
+                model=setup.model,
                 kw=c["model_kwargs"],
                 label=labels.get(m),
                 members=members if m not in ("single", "temp_scaled") else 1,
@@ -674,18 +686,11 @@ def _sweep(
 
 def tau_sweep(
     *,
-    dataset: str = "digits",
-    data_root: str | Path | None = None,
-    model: str = "resnet_small",
-    width: int | None = None,
-    epochs: int = 15,
-    seeds: Sequence[int] = (0, 1, 2),
+    setup: ImageSetup = ImageSetup(),
     members: int = 4,
     taus: Sequence[float] = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0),
     lam: float = 0.5,
-    evaluation: str = "reduced",
     out: str | Path = "runs/image-tau-sweep",
-    device: str = "cpu",
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
     """σN-Ens over τ (``taus``) at fixed λ: frontiers, diversity and owners per feature per layer."""
@@ -702,18 +707,11 @@ def tau_sweep(
 
 def lambda_sweep(
     *,
-    dataset: str = "digits",
-    data_root: str | Path | None = None,
-    model: str = "resnet_small",
-    width: int | None = None,
-    epochs: int = 15,
-    seeds: Sequence[int] = (0, 1, 2),
+    setup: ImageSetup = ImageSetup(),
     members: int = 4,
     lams: Sequence[float] = (0.05, 0.2, 0.5, 2.0, 8.0),
     tau: float = 5.0,
-    evaluation: str = "reduced",
     out: str | Path = "runs/image-lambda",
-    device: str = "cpu",
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
     """σN-Ens over λ (``lams``) at fixed τ: final metrics, diversity and owners per feature."""
@@ -739,19 +737,12 @@ def lambda_sweep(
 
 def members_sweep(
     *,
-    dataset: str = "digits",
-    data_root: str | Path | None = None,
-    model: str = "resnet_small",
-    width: int | None = None,
-    epochs: int = 15,
-    seeds: Sequence[int] = (0, 1, 2),
+    setup: ImageSetup = ImageSetup(),
     sizes: Sequence[int] = (2, 4, 8, 16),
     tau: float = 5.0,
     lam: float = 0.5,
     alpha: float = 2.0,
-    evaluation: str = "reduced",
     out: str | Path = "runs/image-members",
-    device: str = "cpu",
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
     """σN-Ens and Packed-Ensembles (fixed α, γ = 1, fixed backbone width) for every M in ``sizes``."""
@@ -762,8 +753,8 @@ def members_sweep(
         (spec, {})
         for m in ms
         for spec in (
-            _spec("sigma", model=model, kw=kw, label=f"sigma_M={m}", members=m, tau=tau, lam=lam),
-            _spec("packed", model=model, kw=kw, label=f"packed_M={m}", members=m, alpha=alpha),
+            _spec("sigma", model=setup.model, kw=kw, label=f"sigma_M={m}", members=m, tau=tau, lam=lam),
+            _spec("packed", model=setup.model, kw=kw, label=f"packed_M={m}", members=m, alpha=alpha),
         )
     ]
 
@@ -797,52 +788,43 @@ def members_figure(records: Sequence[Mapping[str, Any]], path: Path, *, alpha: f
 
 def finetune(
     *,
-    dataset: str = "digits",
-    data_root: str | Path | None = None,
-    model: str = "resnet_small",
-    width: int | None = None,
-    epochs: int = 15,
-    seeds: Sequence[int] = (0, 1, 2),
+    setup: ImageSetup = FULL_EVALUATION,
     members: int = 4,
     finetune_epochs: int = 3,
     finetune_lr: float = 0.01,
     tau: float = 5.0,
     lam: float = 0.5,
     heldout: bool = False,
-    evaluation: str = "full",
     out: str | Path = "runs/image-finetune",
-    device: str = "cpu",
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
     """Convert a trained single model with ez.sigma_ensemble, fine-tune briefly with the regulariser
     (``finetune_epochs`` at peak learning rate ``finetune_lr``, cosine), compare with the single model,
     σN-Ens from scratch and the deep ensemble. ``heldout`` (digits): train on 0–5, 6–9 are near-OOD."""
     c = _common(locals())  # first: the arguments only
-    from dataclasses import replace
-
     kw = c["model_kwargs"]
-    sigma = functools.partial(_spec, "sigma", model=model, kw=kw, members=members, tau=tau, lam=lam)
-    ft_train = asdict(replace(_train_config(epochs), epochs=finetune_epochs, lr=finetune_lr))
+    sigma = functools.partial(_spec, "sigma", model=setup.model, kw=kw, members=members, tau=tau, lam=lam)
+    ft_train = asdict(replace(_train_config(setup.epochs), epochs=finetune_epochs, lr=finetune_lr))
     scratch = (
         (sigma(label="sigma_scratch"), {}),
-        (_spec("deep", model=model, kw=kw, label="deep_ensemble", members=members), {}),
+        (_spec("deep", model=setup.model, kw=kw, label="deep_ensemble", members=members), {}),
     )
     jobs = []
     for seed in c["seeds"]:
         chain = Job.make(
             "finetune",
             finetune_job,
-            f"single+sigma_finetuned {dataset} seed={seed}",
-            single=_spec("single", model=model, kw=kw, members=1),
+            f"single+sigma_finetuned {setup.dataset} seed={seed}",
+            single=_spec("single", model=setup.model, kw=kw, members=1),
             sigma=sigma(label="sigma_finetuned"),
             members=members,
             seed=seed,
             data=c["data"],
             train=c["train"],
             finetune=ft_train,
-            evaluation=evaluation,
+            evaluation=setup.evaluation,
             out=str(c["out"]),
-            device=device,
+            device=setup.device,
         )
         jobs += [chain, *_method_jobs("finetune", scratch, {**c, "seeds": [seed]})]
 

@@ -70,7 +70,6 @@ import contextlib
 import hashlib
 import importlib
 import json
-import math
 import os
 import sys
 import time
@@ -376,24 +375,17 @@ def _default_describe(records: Sequence[Mapping[str, Any]]) -> str:
     return ", ".join(parts)
 
 
-def _duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(round(seconds))
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
-
-
 class _Progress:
     """A tqdm.auto bar on a terminal or notebook; one line per job otherwise; nothing when quiet."""
 
     def __init__(self, experiment: str, total: int, *, quiet: bool, describe: Callable) -> None:
+        from ..training.progress import interactive
+
         self.experiment, self.total, self.quiet, self.describe = experiment, total, quiet, describe
         self.done = 0
         self.start = time.perf_counter()
         self.bar = None
-        if not quiet and _interactive():
+        if not quiet and interactive():
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, desc=experiment, unit="job", leave=True)
@@ -408,10 +400,12 @@ class _Progress:
             self.bar.set_postfix_str(text, refresh=False)
             self.bar.update(1)
             return
+        from ..training.progress import duration
+
         elapsed = time.perf_counter() - self.start
         eta = elapsed / self.done * (self.total - self.done)
         print(
-            f"{self.experiment} [{self.done}/{self.total}] {text}; elapsed {_duration(elapsed)}, ETA {_duration(eta)}",
+            f"{self.experiment} [{self.done}/{self.total}] {text}; elapsed {duration(elapsed)}, ETA {duration(eta)}",
             file=sys.stderr,
             flush=True,
         )
@@ -419,13 +413,6 @@ class _Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-
-
-def _interactive() -> bool:
-    if sys.stderr is not None and sys.stderr.isatty():
-        return True
-    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
-    return type(shell).__name__ == "ZMQInteractiveShell"
 
 
 # --- running -----------------------------------------------------------------------------------------
