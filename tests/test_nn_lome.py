@@ -313,3 +313,41 @@ def test_lome_materialized_keeps_no_member_weights_for_backward():
         layer(x).sum()
     assert (8, 12, 16) not in saved
     assert sum(math.prod(s) for s in saved) <= x.numel() + sum(p.numel() for p in layer.parameters())
+
+
+@pytest.mark.parametrize("block_bytes", [1, 2 * 5 * 7 * 8])  # one member per block; two members per block
+@pytest.mark.parametrize("bias", [True, False])
+def test_lome_materialized_blocks_match_explicit_members(monkeypatch, block_bytes, bias):
+    """The cache-blocked materialized form (several member blocks) equals K explicit layers."""
+    import ensemblize.nn.lome as lome_mod
+
+    monkeypatch.setattr(lome_mod, "_BLOCK_BYTES", block_bytes)
+    assert len(lome_mod._member_blocks(5, 5, 7, 8)) == (5 if block_bytes == 1 else 3)
+    torch.manual_seed(9)
+    layer = LoMELinear(7, 5, 5, 3, 0.8, bias=bias, form="materialized").double()
+    if bias:
+        with torch.no_grad():
+            layer.bias.normal_()
+    x = torch.randn(6, 5, 7, dtype=torch.double)
+    g = torch.randn(6, 5, 5, dtype=torch.double)
+    check_low_rank(layer, x, g)
+    # broadcast input through the blocked shared path
+    base = torch.randn(6, 7, dtype=torch.double, requires_grad=True)
+    layer.zero_grad()
+    (layer(base.unsqueeze(1).expand(6, 5, 7)) * g).sum().backward()
+    got = [p.grad.clone() for p in layer.parameters()] + [base.grad.clone()]
+    layer.zero_grad()
+    copy = base.detach().unsqueeze(1).expand(6, 5, 7).contiguous().requires_grad_(True)
+    (layer(copy) * g).sum().backward()
+    want = [p.grad for p in layer.parameters()] + [copy.grad.sum(1)]
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b)
+    params = [p for p in (layer.weight, layer.A, layer.B, layer.bias) if p is not None]
+    xg = torch.randn(3, 5, 7, dtype=torch.double, requires_grad=True)
+
+    def fn(x, *ps):
+        return torch.func.functional_call(
+            layer, dict(zip(("weight", "A", "B", "bias"), ps, strict=False)), (x,)
+        )
+
+    assert torch.autograd.gradcheck(fn, (xg, *params))
