@@ -190,3 +190,21 @@ def test_run_refuses_an_existing_file_and_a_used_folder(tmp_path):
     res = CliRunner().invoke(app, ["run", "--out", str(used)])
     assert res.exit_code == 2 and "--resume" in res.output and "--overwrite" in res.output
     assert sorted(p.name for p in used.iterdir()) == ["notes.md"]
+
+
+def test_cli_is_the_only_typer_module_and_covers_every_experiment():
+    import re
+    from pathlib import Path
+
+    import ensemblize
+    from ensemblize.cli import COMMANDS
+    from ensemblize.experiments import discover
+
+    root = Path(ensemblize.__file__).parent
+    importers = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if re.search(r"^\s*(import typer|from typer)", p.read_text(), flags=re.M)
+    )
+    assert importers == ["cli.py"]
+    assert set(discover()) | {"run"} == set(COMMANDS)

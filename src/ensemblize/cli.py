@@ -364,16 +364,6 @@ def _register() -> None:
     for name, (target, options) in COMMANDS.items():
         group = app if name == "run" else experiment_app
         group.command(name)(_command(target, options))
-    _register_legacy()
-
-
-def _register_legacy() -> None:
-    """Experiments still declaring Typer commands (``COMMANDS`` dicts in their module) keep working."""
-    from .experiments import discover_commands
-
-    for name, fn in discover_commands().items():
-        if name not in COMMANDS:
-            experiment_app.command(name)(fn)
 
 
 @app.command()

@@ -22,29 +22,20 @@ import importlib
 import pkgutil
 from collections.abc import Callable
 
-__all__ = ["discover", "discover_commands"]
+__all__ = ["discover"]
 
 _INFRASTRUCTURE = ("jobs", "options")
 
 
-def _collect(attribute: str) -> dict[str, Callable]:
+def discover() -> dict[str, Callable]:
+    """Map experiment name -> plain experiment function for every module in this package."""
     found: dict[str, Callable] = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if info.name.startswith("_") or info.name in _INFRASTRUCTURE:
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
-        for name, fn in getattr(module, attribute, {}).items():
+        for name, fn in getattr(module, "EXPERIMENTS", {}).items():
             if name in found:
                 raise RuntimeError(f"experiment {name!r} is defined twice (second in {module.__name__})")
             found[name] = fn
     return found
-
-
-def discover() -> dict[str, Callable]:
-    """Map experiment name -> plain experiment function for every module in this package."""
-    return _collect("EXPERIMENTS")
-
-
-def discover_commands() -> dict[str, Callable]:
-    """Map name -> Typer command function of modules still declaring ``COMMANDS`` (legacy)."""
-    return _collect("COMMANDS")
