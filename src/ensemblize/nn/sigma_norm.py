@@ -322,7 +322,7 @@ class _MemberAffine(torch.autograd.Function):
         members = scale.shape[0]
         batch = xhat.shape[0] // members
         view = xhat.reshape(batch, members, *xhat.shape[1:])
-        y = torch.mul(view, scale).add_(shift)
+        y = torch.addcmul(shift, view, scale)  # broadcast views: one pass (expanded operands were slower)
         ctx.save_for_backward(xhat, scale)
         return y.view(xhat.shape)
 
@@ -422,7 +422,10 @@ class SigmaLayerNorm(SigmaNorm):
                 f"{self.normalized_shape} after a batch axis), got input shape {tuple(x.shape)}"
             )
         self._check_batch(x)
-        xhat = F.layer_norm(x, self.normalized_shape, None, None, self.eps)
+        # unit affine instead of None: the same x̂, but the CPU kernel's affine path is faster
+        # (measured ~20 % on the ViT / Transformer1d shapes); no gradient flows to these constants
+        unit = x.new_ones(self.normalized_shape)
+        xhat = F.layer_norm(x, self.normalized_shape, unit, torch.zeros_like(unit), self.eps)
         scale, shift = self.member_scale_shift()
         middle = (1,) * (x.dim() - 1 - k)
         view = (self.members, *middle, *self.normalized_shape)
@@ -474,7 +477,8 @@ class SigmaGroupNorm(SigmaNorm):
         if x.dim() < 2 or x.shape[1] != self.num_channels:
             raise ValueError(f"SigmaGroupNorm expects (B·M, {self.num_channels}, ...), got {tuple(x.shape)}")
         self._check_batch(x)
-        xhat = F.group_norm(x, self.num_groups, None, None, self.eps)
+        unit = x.new_ones(self.num_channels)  # as SigmaLayerNorm: the kernel's affine path
+        xhat = F.group_norm(x, self.num_groups, unit, torch.zeros_like(unit), self.eps)
         scale, shift = self.member_scale_shift()
         view = (self.members, self.num_channels, *([1] * (x.dim() - 2)))
         return _member_affine(xhat, scale.view(view), shift.view(view))
