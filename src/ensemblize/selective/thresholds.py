@@ -11,22 +11,15 @@ import math
 
 import numpy as np
 
-from .._checks import check_finite, check_finite_real, check_fraction, to_numpy
+from .._checks import check_finite_real, check_fraction
+from ..metrics._validate import scores
 
 __all__ = ["threshold_for_coverage", "coverage_achieved"]
 
 
 def _confidence_1d(x: object, *, name: str) -> np.ndarray:
-    arr = to_numpy(x, name=name)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D (one confidence per sample), got shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError(f"{name} is empty")
-    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
-        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
-    arr = arr.astype(np.float64, copy=False)
-    check_finite(arr, name=name)
-    return arr
+    """A non-empty, finite, real 1-D confidence vector as float64 (the metrics' own check)."""
+    return scores(x, name=name)
 
 
 def threshold_for_coverage(confidence_val: object, coverage: float) -> float:
