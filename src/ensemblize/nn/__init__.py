@@ -17,6 +17,7 @@ from .._lazy import lazy_namespace
 _LAYERS = {
     "SigmaBatchNorm1d": "ensemblize.nn.sigma_norm",
     "SigmaBatchNorm2d": "ensemblize.nn.sigma_norm",
+    "SigmaBatchNorm3d": "ensemblize.nn.sigma_norm",
     "SigmaLayerNorm": "ensemblize.nn.sigma_norm",
     "SigmaGroupNorm": "ensemblize.nn.sigma_norm",
     "SigmaNorm": "ensemblize.nn.sigma_norm",
