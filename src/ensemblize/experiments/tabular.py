@@ -53,6 +53,8 @@ __all__ = [
     "tabular_grid",
     "tabular_diversity",
     "bench_jobs",
+    "bench_markdown",
+    "collect_records",
     "primary_metric",
     "average_ranks",
     "score_table_markdown",
@@ -162,6 +164,34 @@ def bench_markdown(
         ]
     parts += ["## Cost", cost_table_markdown(records)]
     return "\n\n".join(parts) + "\n"
+
+
+def collect_records(*outs: str | Path, complete_only: bool = False) -> list[dict[str, Any]]:
+    """The records of one or more benchmark run folders, finished or not (read from ``jobs/*.json``).
+
+    Ordered by table (the registry's order), method (:data:`METHODS` order) and seed. With
+    ``complete_only``, only tables where every method present anywhere has every seed present
+    anywhere are kept, so that mean ranks compare the same methods on every table.
+    """
+    import json
+
+    from ensemblize.data.tables import BENCHMARK_TABLES
+
+    rows: list[dict[str, Any]] = []
+    for out in outs:
+        for path in sorted((Path(out) / "jobs").glob("*.json")):
+            rows += json.loads(path.read_text())["records"]
+    tables = list(BENCHMARK_TABLES)
+    methods = [*METHODS, *sorted({r["method"] for r in rows} - set(METHODS))]
+    rows.sort(key=lambda r: (tables.index(r["dataset"]) if r["dataset"] in tables else len(tables),
+                             r["dataset"], methods.index(r["method"]), r["seed"]))  # fmt: skip
+    if complete_only:
+        want = {(m, s) for m in {r["method"] for r in rows} for s in {r["seed"] for r in rows}}
+        have: dict[str, set] = {}
+        for r in rows:
+            have.setdefault(r["dataset"], set()).add((r["method"], r["seed"]))
+        rows = [r for r in rows if have[r["dataset"]] >= want]
+    return rows
 
 
 def tabular_bench(
