@@ -76,7 +76,7 @@ def _owner_of(exc: BaseException) -> str | None:
 
 
 def _unhelpful(area: str, what: str, owner: str | None) -> None:
-    COUNTS[area]["unhelpful"] += 1
+    COUNTS[area]["unhelpful" if owner is None else f"unhelpful, open in {owner}"] += 1
     if owner is not None:
         OPEN.append(f"[{owner}] {what}")
         return
