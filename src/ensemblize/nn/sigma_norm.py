@@ -81,19 +81,20 @@ class _GatedAffine(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, gate_logits: Tensor, weight: Tensor, bias: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(ctx, gate_logits: Tensor, weight: Tensor, bias: Tensor, flat: bool) -> tuple[Tensor, Tensor]:
         g = torch.sigmoid(gate_logits)
         ctx.save_for_backward(g, weight, bias)
-        return g * weight, g * bias
+        scale, shift = g * weight, g * bias
+        if flat:  # (M·C,) views made here, so autograd adds no view nodes
+            return scale.view(-1), shift.view(-1)
+        return scale, shift
 
     @staticmethod
     @once_differentiable
     def backward(ctx, g_scale: Tensor | None, g_shift: Tensor | None) -> tuple[Tensor | None, ...]:
         g, weight, bias = ctx.saved_tensors
-        if g_scale is None:
-            g_scale = torch.zeros_like(g)
-        if g_shift is None:
-            g_shift = torch.zeros_like(g)
+        g_scale = torch.zeros_like(g) if g_scale is None else g_scale.reshape(g.shape)
+        g_shift = torch.zeros_like(g) if g_shift is None else g_shift.reshape(g.shape)
         d_gate = d_weight = d_bias = None
         if ctx.needs_input_grad[0]:
             d_gate = torch.addcmul(g_scale * weight, g_shift, bias).mul_(g * (1 - g))
@@ -101,7 +102,7 @@ class _GatedAffine(torch.autograd.Function):
             d_weight = (g_scale * g).sum(0)
         if ctx.needs_input_grad[2]:
             d_bias = g_shift * g
-        return d_gate, d_weight, d_bias
+        return d_gate, d_weight, d_bias, None
 
 
 class SigmaNorm(nn.Module):
@@ -129,7 +130,7 @@ class SigmaNorm(nn.Module):
 
     def member_scale_shift(self) -> tuple[Tensor, Tensor]:
         """Per-member affine after normalisation: ``(σ(γ_t) ⊙ w, σ(γ_t) ⊙ b_t)``, each ``(M, C)`` (differentiable)."""
-        return _GatedAffine.apply(self.gate_logits, self.weight, self.bias)
+        return _GatedAffine.apply(self.gate_logits, self.weight, self.bias, False)
 
     @torch.no_grad()
     def load_from_norm(
@@ -256,7 +257,7 @@ class _SigmaBatchNorm(SigmaNorm):
             )
         b = self._check_batch(x)
         m, c = self.members, self.num_features
-        scale, shift = self.member_scale_shift()
+        scale, shift = _GatedAffine.apply(self.gate_logits, self.weight, self.bias, True)  # (M·C,) each
         if self.training and self.track_running_stats:
             self.num_batches_tracked.add_(1)
             factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
@@ -267,8 +268,8 @@ class _SigmaBatchNorm(SigmaNorm):
             x.reshape(b, m * c, *x.shape[2:]),
             self.running_mean.view(m * c) if self.running_mean is not None else None,
             self.running_var.view(m * c) if self.running_var is not None else None,
-            scale.reshape(m * c),
-            shift.reshape(m * c),
+            scale,
+            shift,
             use_batch_stats,
             factor,
             self.eps,
@@ -303,8 +304,9 @@ class SigmaBatchNorm3d(_SigmaBatchNorm):
 class _MemberAffine(torch.autograd.Function):
     r"""``y[b, t] = x̂[b, t] ⊙ scale_t + shift_t`` on the ``(B, M, ...)`` view of a normalised ``x̂``.
 
-    ``scale`` / ``shift`` have shape ``(M, ...)`` with size-1 axes where they broadcast. Backward,
-    with ``g = ∂L/∂y``:
+    ``scale`` / ``shift`` are the layer's ``(M, C)`` affine; ``view`` is their broadcastable shape
+    ``(M, ...)`` on ``x̂`` (size-1 axes where they broadcast), applied inside so autograd records no
+    view nodes. Backward, with ``g = ∂L/∂y``:
 
     * ``∂L/∂x̂ = g ⊙ scale_t`` (one pass);
     * ``∂L/∂scale_t = Σ_{b, broadcast axes} g ⊙ x̂`` and ``∂L/∂shift_t = Σ_{b, broadcast axes} g``,
@@ -318,24 +320,27 @@ class _MemberAffine(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, xhat: Tensor, scale: Tensor, shift: Tensor) -> Tensor:
+    def forward(ctx, xhat: Tensor, scale: Tensor, shift: Tensor, view: tuple[int, ...]) -> Tensor:
         members = scale.shape[0]
         batch = xhat.shape[0] // members
-        view = xhat.reshape(batch, members, *xhat.shape[1:])
-        y = torch.addcmul(shift, view, scale)  # broadcast views: one pass (expanded operands were slower)
+        x_v = xhat.reshape(batch, members, *xhat.shape[1:])
+        # broadcast views: one pass (expanded operands were slower)
+        y = torch.addcmul(shift.view(view), x_v, scale.view(view))
         ctx.save_for_backward(xhat, scale)
+        ctx.view = view
         return y.view(xhat.shape)
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
         xhat, scale = ctx.saved_tensors
+        view = ctx.view
         members = scale.shape[0]
         batch = xhat.shape[0] // members
         grad = grad.contiguous()
         gx = gscale = gshift = None
         if ctx.needs_input_grad[0]:
-            gx = torch.mul(grad.view(batch, members, *xhat.shape[1:]), scale).view(xhat.shape)
+            gx = torch.mul(grad.view(batch, members, *xhat.shape[1:]), scale.view(view)).view(xhat.shape)
         if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
             cols = xhat.numel() // batch if batch else 0
             full = (members, *xhat.shape[1:])
@@ -355,16 +360,16 @@ class _MemberAffine(torch.autograd.Function):
                     0.0,
                     [False, True, True],
                 )
-            axes = tuple(i for i in range(1, scale.dim()) if scale.shape[i] == 1 and full[i] != 1)
+            axes = tuple(i for i in range(1, len(view)) if view[i] == 1 and full[i] != 1)
             gs_full, gb_full = gs_full.view(full), gb_full.view(full)
-            gscale = gs_full.sum(axes, keepdim=True) if axes else gs_full
-            gshift = gb_full.sum(axes, keepdim=True) if axes else gb_full
-        return gx, gscale, gshift
+            gscale = (gs_full.sum(axes, keepdim=True) if axes else gs_full).reshape(scale.shape)
+            gshift = (gb_full.sum(axes, keepdim=True) if axes else gb_full).reshape(scale.shape)
+        return gx, gscale, gshift, None
 
 
-def _member_affine(xhat: Tensor, scale: Tensor, shift: Tensor) -> Tensor:
-    """``xhat ⊙ scale_t + shift_t`` per member (``scale`` / ``shift``: ``(M, ...)`` broadcastable), shape of ``xhat``."""
-    return _MemberAffine.apply(xhat, scale, shift)
+def _member_affine(xhat: Tensor, scale: Tensor, shift: Tensor, view: tuple[int, ...]) -> Tensor:
+    """``xhat ⊙ scale_t + shift_t`` per member; ``scale`` / ``shift`` ``(M, C)`` broadcast as ``view``."""
+    return _MemberAffine.apply(xhat, scale, shift, view)
 
 
 class SigmaLayerNorm(SigmaNorm):
@@ -429,7 +434,7 @@ class SigmaLayerNorm(SigmaNorm):
         scale, shift = self.member_scale_shift()
         middle = (1,) * (x.dim() - 1 - k)
         view = (self.members, *middle, *self.normalized_shape)
-        return _member_affine(xhat, scale.view(view), shift.view(view))
+        return _member_affine(xhat, scale, shift, view)
 
 
 class SigmaGroupNorm(SigmaNorm):
@@ -481,4 +486,4 @@ class SigmaGroupNorm(SigmaNorm):
         xhat = F.group_norm(x, self.num_groups, unit, torch.zeros_like(unit), self.eps)
         scale, shift = self.member_scale_shift()
         view = (self.members, self.num_channels, *([1] * (x.dim() - 2)))
-        return _member_affine(xhat, scale.view(view), shift.view(view))
+        return _member_affine(xhat, scale, shift, view)
