@@ -376,6 +376,52 @@ def test_diversity_metrics_on_valid_input_equal_loops(data):
     )
 
 
+ARRAY_METRICS = {
+    "accuracy": lambda p, y: M.accuracy(p, y),
+    "nll": lambda p, y: M.nll(p, y),
+    "brier": lambda p, y: M.brier(p, y),
+    "ece": lambda p, y: M.ece(p, y),
+    "reliability": lambda p, y: M.reliability(p, y).count,
+    "softmax_response": lambda p, y: M.softmax_response(p),
+    "negative_entropy": lambda p, y: M.negative_entropy(p),
+    "negative_mutual_information": lambda p, y: M.negative_mutual_information(p),
+    "mutual_information": lambda p, y: M.mutual_information(p),
+    "mutual_information_none": lambda p, y: M.mutual_information(p, reduction="none"),
+    "disagreement": lambda p, y: M.disagreement(p),
+    "pairwise_kl": lambda p, y: M.pairwise_kl(p),
+    "ambiguity": lambda p, y: M.ambiguity(p[..., 0]),
+    "member_average": lambda p, y: M.member_average(M.nll, p, y),
+}
+
+
+@SETTINGS
+@given(
+    name=st.sampled_from(sorted(ARRAY_METRICS)),
+    data=valid_probs(members=2),
+    kind=st.sampled_from(["torch", "float32", "list", "grad"]),
+)
+def test_every_metric_gives_the_same_value_for_tensors_lists_and_arrays(name, data, kind):
+    """Arrays or tensors (DESIGN contract): a tensor, a float32 tensor with grad, a list give the NumPy value."""
+    p, y = data
+    fn = ARRAY_METRICS[name]
+    other = {
+        "torch": lambda: torch.from_numpy(p),
+        "float32": lambda: torch.from_numpy(p).float(),
+        "list": lambda: p.tolist(),
+        "grad": lambda: torch.from_numpy(p).requires_grad_(True),
+    }[kind]()
+    tol = 1e-4 if kind == "float32" else 1e-9
+    ref = fn(p, y)
+
+    def as_numpy():
+        out = fn(other, torch.from_numpy(y) if kind != "list" else y.tolist())
+        return out.detach().numpy() if isinstance(out, torch.Tensor) else out
+
+    out = attempt("metrics", as_numpy)
+    assert out is not None, f"{name} rejected a valid {kind} input"
+    _assert_same(out, ref, tol)
+
+
 @SETTINGS
 @given(a=containers(), b=containers(max_dims=2))
 def test_streaming_metrics_on_adversarial_input(a, b):

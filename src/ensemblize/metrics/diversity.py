@@ -61,7 +61,7 @@ def mutual_information(member_probs: object, *, reduction: str = "mean") -> floa
     :func:`ensemblize.metrics.negative_mutual_information`). Round-off below 0 is clipped to 0.
     """
     reduction = V.choice(reduction, ("mean", "none"), name="reduction")
-    mi = mutual_information_per_sample(member_probs)
+    mi = mutual_information_per_sample(_members(member_probs))  # NumPy in -> NumPy out
     return float(np.mean(mi)) if reduction == "mean" else mi
 
 
