@@ -42,8 +42,11 @@ def main(small: bool = False, out: str | None = None) -> list[dict]:
     from ensemblize.experiments.jobs import Execution
 
     folder = Path(out or tempfile.mkdtemp(prefix="ensemblize-dask-")) / "tau-sweep"
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        print(f"Dask scheduler at {cluster.scheduler_address} with 2 workers")
+    workers = 1 if small else 2  # each worker is a process that imports torch: keep the small run light
+    with LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        print(f"Dask scheduler at {cluster.scheduler_address} with {workers} worker(s)")
         # the command line equivalent:
         #   ensemblize experiment tau-sweep --scheduler ADDRESS --taus 1,5 --seeds 0 --epochs 1 --eval tiny
         records = tau_sweep(
