@@ -14,7 +14,6 @@ Under ``torchrun --nproc-per-node N`` each model trains with DistributedDataPara
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict
 from numbers import Integral, Real
 from pathlib import Path
@@ -115,19 +114,12 @@ def run_default(
     :class:`~ensemblize.experiments.jobs.Execution` (workers, resume / overwrite, quiet, ...).
     """
     from .evaluation.names import HEADLINE_METRICS
-    from .experiments.jobs import Execution, Job, merged_records
+    from .experiments.jobs import Execution, Job, experiment_folder, merged_records
     from .report.results import console_tables
     from .runner import MethodSpec
 
     names = _check(seed=seed, epochs=epochs, members=members, model=model, tau=tau, lam=lam, ood=ood)
     ex = execution or Execution()
-    main = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 prints and writes
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and (ex.resume or ex.workers or ex.scheduler):
-        from .experiments.options import OptionError
-
-        raise OptionError("--resume", "--resume, --workers and --scheduler are not available under torchrun")
-    if not main:
-        ex = Execution(quiet=True, threads=ex.threads)
     heldout = "heldout" in names
     far = [n for n in names if n != "heldout"]
     specs = [
@@ -141,8 +133,9 @@ def run_default(
         for s in specs
     ]
     settings = {**common, "members": members, "model": model, "tau": tau, "lam": lam}
-    with _writer(out, settings, ex, main) as folder:  # the run folder is checked before anything prints
-        if not ex.quiet:
+    with experiment_folder(out, experiment="run", settings=settings, execution=ex) as folder:
+        quiet = folder.execution.quiet  # quiet on the ranks other than 0 under torchrun
+        if not quiet:
             describe = _splits(seed, heldout)[0].describe()
             print(
                 f"ensemblize run: {describe}; backbone {model}, {epochs} epochs, M={members}, seed {seed}",
@@ -150,39 +143,12 @@ def run_default(
             )
         results = folder.run(jobs, describe=_describe)
         records = merged_records(results)
-        figures = _figures(results, Path(out)) if main else []
-        if not ex.quiet:
+        figures = _figures(results, Path(out)) if folder.is_main else []
+        if not quiet:
             present = [k for k in HEADLINE_METRICS if k in records[0]["metrics"]]
             print("\n" + console_tables(records, metrics=present, by=("dataset", "method"), wide=ex.wide))
             print(f"\nwrote {Path(out) / 'results.json'} and {', '.join(p.name for p in figures)}")
     return records
-
-
-def _writer(out: str | Path, settings: dict, ex: Any, main: bool):
-    """The run folder on rank 0; elsewhere a stand-in that runs the jobs and writes nothing."""
-    from .experiments.jobs import experiment_folder
-
-    if main:
-        return experiment_folder(out, experiment="run", settings=settings, execution=ex)
-    return _NoFolder(ex)
-
-
-class _NoFolder:
-    """What ranks other than 0 use under torchrun: the same jobs (DDP needs every rank), no files."""
-
-    def __init__(self, ex: Any) -> None:
-        self.ex = ex
-
-    def __enter__(self) -> _NoFolder:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def run(self, jobs: list, *, describe: Any = None) -> list:
-        from .experiments.jobs import execute
-
-        return [execute(j) for j in jobs]
 
 
 def _figures(results: list, out: Path) -> list[Path]:

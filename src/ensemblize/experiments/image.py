@@ -561,7 +561,8 @@ def _run(
     """Open the run folder, run ``jobs`` into it, let ``report`` write tables and figures from the
     results and return its records; the manifest is written last."""
     with experiment_folder(c["out"], experiment=experiment, settings=c["settings"], execution=execution) as f:
-        return report(f.run(jobs, describe=_describe))
+        results = f.run(jobs, describe=_describe)
+        return report(results) if f.is_main else merged_records(results)  # torchrun: rank 0 writes
 
 
 def _finish(

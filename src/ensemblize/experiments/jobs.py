@@ -75,7 +75,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,7 @@ __all__ = [
     "merged_records",
     "make_executor",
     "training_progress",
+    "torchrun_rank",
 ]
 
 JOBS_DIR = "jobs"
@@ -499,12 +500,18 @@ def merged_records(results: Sequence[JobResult]) -> list[dict[str, Any]]:
 
 
 class ExperimentFolder:
-    """An experiment's run folder, opened by :func:`experiment_folder`: :meth:`run` runs jobs into it."""
+    """An experiment's run folder, opened by :func:`experiment_folder`: :meth:`run` runs jobs into it.
 
-    def __init__(self, folder: Any, execution: Execution) -> None:
+    ``is_main`` is False on the ranks other than 0 under ``torchrun``: there the same jobs run in
+    order (DistributedDataParallel needs every rank), quietly, and nothing is written — an
+    experiment writes its tables and figures only when ``is_main``.
+    """
+
+    def __init__(self, folder: Any, execution: Execution, *, path: Path, is_main: bool = True) -> None:
         self.folder = folder
-        self.path: Path = folder.path
+        self.path = path
         self.execution = execution
+        self.is_main = is_main
 
     def run(
         self, jobs: Sequence[Job], *, describe: Callable[[Sequence[Mapping[str, Any]]], str] | None = None
@@ -512,6 +519,8 @@ class ExperimentFolder:
         """Run ``jobs`` as the execution says (skipping finished ones), write ``results.json``."""
         from ..report.results import write_results
 
+        if not self.is_main:
+            return [execute(job) for job in jobs]
         ex = self.execution
         results = run_jobs(
             jobs,
@@ -524,6 +533,11 @@ class ExperimentFolder:
         )
         write_results(self.path, merged_records(results))
         return results
+
+
+def torchrun_rank() -> tuple[int, int]:
+    """``(rank, world size)`` from the torchrun environment (``(0, 1)`` outside torchrun)."""
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
 @contextlib.contextmanager
@@ -539,6 +553,12 @@ def experiment_folder(
     ex = execution or Execution()
     if ex.resume and ex.overwrite:
         raise OptionError("--resume", "give either --resume or --overwrite, not both")
+    rank, world = torchrun_rank()
+    if world > 1 and (ex.resume or ex.workers or ex.scheduler or ex.executor):
+        raise OptionError("--resume", "--resume, --workers and --scheduler are not available under torchrun")
+    if rank != 0:  # under torchrun only rank 0 prints and writes
+        yield ExperimentFolder(None, replace(ex, quiet=True), path=Path(out), is_main=False)
+        return
     mode = "resume" if ex.resume else "overwrite" if ex.overwrite else "new"
     config = {"experiment": experiment, **_canonical(dict(settings), where="settings")}
     with RunFolder(out, config=config, mode=mode) as folder:
@@ -547,5 +567,5 @@ def experiment_folder(
 
             torch.set_num_threads(ex.threads)
         start = time.perf_counter()
-        yield ExperimentFolder(folder, ex)
+        yield ExperimentFolder(folder, ex, path=folder.path)
         folder.complete(wall_seconds=time.perf_counter() - start)

@@ -425,6 +425,8 @@ def selective(
     with experiment_folder(out, experiment="selective", settings=settings, execution=ex) as folder:
         results = folder.run(_jobs(settings), describe=_describe)
         records = merged_records(results)
+        if not folder.is_main:  # under torchrun only rank 0 writes
+            return records
         curves: dict[tuple[str, Any, str], list[Any]] = {}
         for res in results:
             r0 = res.records[0]
@@ -435,7 +437,7 @@ def selective(
 
         atomic_write_text(Path(out) / "results.md", md)
         risk_coverage_figure(curves, Path(out) / "risk_coverage.png", targets=settings["targets"])
-    if not ex.quiet:
+    if not folder.execution.quiet:
         print(md)
     return records
 
