@@ -176,3 +176,17 @@ def test_scheduler_without_distributed_is_a_clear_error(monkeypatch):
         run_jobs(_jobs((0,)), scheduler="tcp://127.0.0.1:1", quiet=True)
     with pytest.raises(OptionError, match="not both"):
         run_jobs(_jobs((0,)), scheduler="tcp://x:1", workers=2, quiet=True)
+
+
+def test_ranks_other_than_0_run_the_jobs_quietly_and_write_nothing(tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    out = tmp_path / "run"
+    with experiment_folder(out, experiment="toy", settings={}, execution=Execution()) as f:
+        results = f.run(_jobs((0, 0)))
+    assert not f.is_main and f.execution.quiet
+    assert [r["seed"] for r in merged_records(results)] == [0, 1]
+    assert not out.exists() and capsys.readouterr().err == ""
+    with pytest.raises(OptionError, match="not available under torchrun"):
+        with experiment_folder(out, experiment="toy", settings={}, execution=Execution(workers=2)):
+            pass
