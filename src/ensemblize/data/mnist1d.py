@@ -7,6 +7,8 @@
   (``get_dataset_args()``: 5,000 signals of length 40, ``train_split=0.8``, generator seed 42), so
   train / test are the package's own 4,000 / 1,000. Nothing is downloaded and no pickle is read:
   the package's ``get_dataset`` (which fetches and unpickles ``mnist1d_data.pkl``) is never called.
+  (Whether the generated arrays equal that published pickle is not checked: it would need the
+  download. They equal the package's ``make_dataset(get_dataset_args())``, which the tests check.)
   The generator seeds Python's and NumPy's *global* random state; :func:`generate_mnist1d` restores
   both afterwards, so loading the data never changes a caller's random stream.
 * **Cache.** Generation takes about 2 s (plus about 1.5 s to import the package, which imports
