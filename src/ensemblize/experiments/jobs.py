@@ -34,8 +34,8 @@ Job function contract
     * ``executor=E``: any ``concurrent.futures.Executor`` you manage yourself.
 
     Results come back in the order of ``jobs`` whatever the completion order. A job's exception
-    propagates unchanged (with a note naming the job); jobs already finished keep their files. With ``out``, each
-    finished job's records are written atomically to ``out/jobs/<key>.json`` (by this process, so
+    propagates unchanged (with a note naming the job); jobs already finished keep their files.
+    With ``out``, each finished job's records are written atomically to ``out/jobs/<key>.json`` (by this process, so
     workers need no shared file system for records; checkpoints a job writes itself do need it),
     and a job whose file is already there is not run again: an interrupted sweep resumes.
     Progress: a ``tqdm.auto`` bar over jobs labelled with the experiment; when stderr is not a
@@ -55,7 +55,13 @@ Job function contract
         with experiment_folder(out, experiment="compare", settings=settings, execution=ex) as folder:
             results = folder.run(jobs, describe=summary)
             records = merged_records(results)
-            ...  # tables, figures into out
+            if folder.is_main:
+                ...  # tables, figures into out
+
+    Under ``torchrun`` (``WORLD_SIZE > 1``) the ranks other than 0 get a folder with
+    ``is_main = False``: ``run`` executes the same jobs in order, quietly, and writes nothing
+    (DistributedDataParallel needs every rank in every ``fit``); ``resume``, ``workers`` and
+    ``scheduler`` are refused there.
 
 ``merged_records(results) -> list[dict]``
     The records of every result, in job order.
