@@ -324,7 +324,7 @@ def _arguments(fn: Callable[..., Any], options: Mapping[str, Opt], kwargs: dict[
 
 
 @contextmanager
-def _clean_errors() -> Iterator[None]:
+def _clean_errors(folder_hint: str = "'--out'") -> Iterator[None]:
     """Bad arguments and refused run folders as one line (typer.BadParameter), no traceback."""
     from .experiments.jobs import OptionError
     from .run_folder import RunFolderBusy, RunFolderError
@@ -334,7 +334,7 @@ def _clean_errors() -> Iterator[None]:
     except OptionError as exc:
         raise typer.BadParameter(exc.message, param_hint=f"'{exc.option}'") from None
     except (RunFolderError, RunFolderBusy) as exc:
-        raise typer.BadParameter(str(exc), param_hint="'--out'") from None
+        raise typer.BadParameter(str(exc), param_hint=folder_hint) from None
     except ImportError as exc:
         if "ensemblize[dask]" not in str(exc):
             raise
@@ -388,7 +388,7 @@ def evaluate(
     from .evaluate_run import evaluate_run
 
     torch.set_num_threads(threads)
-    with _clean_errors():
+    with _clean_errors(folder_hint="'RUN_DIR'"):
         evaluate_run(run_dir, out=out, seed=seed, ood=ood, quiet=quiet, wide=wide)
 
 
