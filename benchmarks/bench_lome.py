@@ -1,8 +1,17 @@
 """Step-time ratios of the low-rank ensemble layers against their references, measured in one run.
 
 Run: ``.venv/bin/python benchmarks/bench_lome.py`` (``--quick`` for a short run on smaller shapes,
-``--forms`` to add the factored-vs-materialized sweep behind ``form="auto"``).
+``--forms`` to add the factored-vs-materialized sweep behind ``form="auto"``, ``--tabm-only`` for
+sections 0 and 0b alone).
 
+0. LoMELinear against the **official** ``tabm.LinearBatchEnsemble`` (the issue's target: ≤ 1.3×),
+   forward + backward to the input and all parameters, ranks 1, 2, 4, at d = 512, K = 32, B = 256
+   and at LoMETab's default shapes (K = 32, B = 256, d_block = 256: a hidden 256 -> 256 layer, and
+   the first layer 128 -> 256 — 8 numeric features × d_embedding 16 — fed the broadcast
+   ``(B, K, d_in)`` view the model gives it). Also the previous implementation (autograd through
+   ``member_weights``) and the factored form at rank 2. Ratios are medians of per-round paired ratios.
+0b. ``LoMETabClassifier.fit`` end to end against official TabM (``tabm.TabM.make``, same K, depth,
+   width, piecewise embeddings, batch size, epochs) trained by the same ``train_model`` loop.
 1. Linear, d_in = d_out = 512, K = 32, B = 256: forward+backward step time of LoMELinear (r = 1, 2, 4,
    8, 16; materialized and factored) and AdditiveLowRankLinear (r = 4) relative to the rank-1
    BatchEnsembleLinear and to K independent layers (EnsembleLinear, one batched matmul).
@@ -36,6 +45,7 @@ from ensemblize.nn import (
     EnsembleLinear,
     LoMELinear,
 )
+from ensemblize.nn.lome import _LowRankEnsembleLinear
 
 RESULTS = Path(__file__).resolve().parent / "results" / "lome.md"
 
@@ -64,6 +74,198 @@ def interleaved_medians(steps: dict[str, Callable[[], None]], repeats: int) -> d
             step()
             times[name].append(time.perf_counter() - t0)
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def paired_ratios(steps: dict[str, Callable[[], None]], reference: str, repeats: int) -> dict[str, float]:
+    """Median over rounds of (step time / reference step time in the same round); order rotates per round."""
+    for step in steps.values():  # warm-up
+        step()
+    names = list(steps)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            t0 = time.perf_counter()
+            steps[name]()
+            times[name].append(time.perf_counter() - t0)
+    ref = times[reference]
+    out = {n: statistics.median([t / f for t, f in zip(ts, ref, strict=True)]) for n, ts in times.items()}
+    out["_reference_seconds"] = statistics.median(ref)
+    return out
+
+
+def load_average() -> str:
+    return "/".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def tabm_table(shapes: list[tuple[str, int, int, int, int, bool]], ranks: list[int], repeats: int) -> str:
+    """LoMELinear (and its previous autograd implementation) / official ``tabm.LinearBatchEnsemble``."""
+    import tabm
+
+    lines = [
+        "### LoMELinear vs the official `tabm.LinearBatchEnsemble` (forward + backward, same run)",
+        "",
+        f"Load average (1/5/15 min) at start: {load_average()}.",
+        "",
+        "| shape | input | layer | step time / tabm.LinearBatchEnsemble |",
+        "|---|---|---|---:|",
+    ]
+    for label, fin, fout, members, batch, broadcast in shapes:
+        torch.manual_seed(0)
+        base = torch.randn(batch, fin) if broadcast else torch.randn(batch, members, fin)
+        ref = tabm.LinearBatchEnsemble(fin, fout, k=members, scaling_init="random-signs")
+        layers: dict[str, tuple[nn.Module, Callable | None]] = {"tabm.LinearBatchEnsemble": (ref, None)}
+        for r in ranks:
+            layer = LoMELinear(fin, fout, members, r, 1.0)
+            layers[f"LoMELinear r={r} auto ({layer.resolved_form(batch)})"] = (layer, None)
+        mid = ranks[len(ranks) // 2]
+        old = LoMELinear(fin, fout, members, mid, 1.0)
+        layers[f"LoMELinear r={mid}, previous (autograd through member_weights)"] = (
+            old,
+            lambda x, m=old: _LowRankEnsembleLinear._materialized(m, x),
+        )
+        layers[f"LoMELinear r={mid} factored"] = (
+            LoMELinear(fin, fout, members, mid, 1.0, form="factored"),
+            None,
+        )
+
+        def make(
+            module: nn.Module,
+            fn: Callable | None,
+            base: torch.Tensor = base,
+            view: tuple[int, int, int] | None = (batch, members, fin) if broadcast else None,
+        ) -> Callable[[], None]:
+            x = base.detach().requires_grad_(True)
+            forward = fn if fn is not None else module
+            params = list(module.parameters())
+
+            def step() -> None:
+                for p in params:
+                    p.grad = None
+                x.grad = None
+                inp = x if view is None else x.unsqueeze(1).expand(*view)
+                forward(inp).sum().backward()
+
+            return step
+
+        ratios = paired_ratios({n: make(*v) for n, v in layers.items()}, "tabm.LinearBatchEnsemble", repeats)
+        kind = "broadcast (B, K, in) view" if broadcast else "(B, K, in) rows"
+        for name in layers:
+            if name == "tabm.LinearBatchEnsemble":
+                continue
+            bold = "**" if " auto (" in name else ""
+            lines.append(f"| {label} | {kind} | {name} | {bold}{ratios[name]:.2f}{bold} |")
+        lines.append(
+            f"| {label} | {kind} | tabm.LinearBatchEnsemble (reference) | 1.00 "
+            f"({ratios['_reference_seconds'] * 1e3:.1f} ms) |"
+        )
+    lines += [
+        "",
+        f"Median over {repeats} rounds of the per-round paired ratio (one step of every layer per round, order "
+        f"rotated); load average at end: {load_average()}. Issue target: the auto form at r ≤ 4 ≤ 1.30.",
+    ]
+    return "\n".join(lines)
+
+
+class _OfficialTabM(nn.Module):
+    """``tabm.TabM`` taking the estimator's ``(B, F)`` numeric matrix (no categorical columns here)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x_num=x)
+
+
+def fit_official_tabm(x, y, *, members: int, n_blocks: int, d_block: int, epochs: int, seed: int) -> None:
+    """Official TabM end to end on a numeric table: split, quantile transform, bins, ``train_model``."""
+    import rtdl_num_embeddings as rtdl
+    import tabm
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import QuantileTransformer
+
+    from ensemblize.tabular.train import train_model
+
+    x_tr, x_va, y_tr, y_va = train_test_split(x, y, test_size=0.2, random_state=seed, stratify=y)
+    qt = QuantileTransformer(
+        n_quantiles=min(1000, len(x_tr)), output_distribution="normal", random_state=seed
+    )
+    x_tr = torch.as_tensor(qt.fit_transform(x_tr), dtype=torch.float32)
+    x_va = torch.as_tensor(qt.transform(x_va), dtype=torch.float32)
+    torch.manual_seed(seed)
+    bins = rtdl.compute_bins(x_tr, n_bins=48)
+    model = tabm.TabM.make(
+        n_num_features=x_tr.shape[1],
+        d_out=int(y.max()) + 1,
+        num_embeddings=rtdl.PiecewiseLinearEmbeddings(bins, 16, activation=False, version="B"),
+        k=members,
+        n_blocks=n_blocks,
+        d_block=d_block,
+        dropout=0.1,
+    )
+    train_model(
+        _OfficialTabM(model),
+        x_tr,
+        torch.as_tensor(y_tr),
+        x_va,
+        torch.as_tensor(y_va),
+        regression=False,
+        members=members,
+        lr=2e-3,
+        weight_decay=3e-4,
+        batch_size=256,
+        max_epochs=epochs,
+        patience=epochs,
+        seed=seed,
+    )
+
+
+def fit_table(n_rows: int, epochs: int, repeats: int) -> str:
+    """Seconds of ``LoMETabClassifier.fit`` / seconds of official TabM, interleaved, same data."""
+    from sklearn.datasets import make_classification
+
+    from ensemblize.tabular import LoMETabClassifier
+
+    x, y = make_classification(n_samples=n_rows, n_features=8, n_informative=6, n_classes=3, random_state=0)
+    x = x.astype("float32")
+    members, n_blocks, d_block = 32, 3, 256
+    runs = {
+        "official TabM (tabm.TabM.make, k=32, 3×256)": lambda: fit_official_tabm(
+            x, y, members=members, n_blocks=n_blocks, d_block=d_block, epochs=epochs, seed=0
+        ),
+        "LoMETabClassifier (defaults: r=2, K=32, 3×256)": lambda: LoMETabClassifier(
+            members=members,
+            n_blocks=n_blocks,
+            d_block=d_block,
+            batch_size=256,
+            max_epochs=epochs,
+            patience=epochs,
+            random_state=0,
+        ).fit(x, y),
+    }
+    start_load = load_average()
+    ratios = paired_ratios(runs, "official TabM (tabm.TabM.make, k=32, 3×256)", repeats)
+    lines = [
+        "### `LoMETab*.fit` end to end vs official TabM",
+        "",
+        f"{n_rows} rows × 8 numeric features, 3 classes (`make_classification`, seed 0), 80/20 train/validation "
+        f"split, {epochs} epochs (patience = epochs, so both run every epoch), batch 256, AdamW lr 2e-3 wd 3e-4, "
+        "piecewise-linear embeddings (48 bins, d = 16), K = 32, 3 blocks × 256, dropout 0.1, both trained by "
+        "`ensemblize.tabular.train.train_model`; official TabM gets a QuantileTransformer and "
+        "`rtdl_num_embeddings.compute_bins`, LoMETab its own preprocessing. "
+        f"Load average at start {start_load}, at end {load_average()}.",
+        "",
+        "| method | fit time / official TabM fit time |",
+        "|---|---:|",
+    ]
+    for name in runs:
+        lines.append(f"| {name} | **{ratios[name]:.2f}** |")
+    lines += [
+        "",
+        f"Median over {repeats} interleaved rounds of the paired ratio; official TabM fit "
+        f"{ratios['_reference_seconds']:.1f} s (secondary).",
+    ]
+    return "\n".join(lines)
 
 
 def n_params(module: nn.Module) -> int:
@@ -184,6 +386,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small shapes, few repeats")
     parser.add_argument("--forms", action="store_true", help="add the factored-vs-materialized sweep")
+    parser.add_argument("--tabm-only", action="store_true", help="only the official-TabM comparisons")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -191,6 +394,23 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     repeats = args.repeats or (5 if args.quick else 7)
     if args.quick:
+        shapes = [
+            ("d=128, K=8, B=64", 128, 128, 8, 64, False),
+            ("first 64->128, K=8, B=64", 64, 128, 8, 64, True),
+        ]
+        vs_tabm = tabm_table(shapes, [1, 2, 4], repeats)
+        vs_fit = fit_table(600, 1, 3)
+    else:
+        shapes = [
+            ("d=512, K=32, B=256 (issue)", 512, 512, 32, 256, False),
+            ("LoMETab hidden 256->256, K=32, B=256", 256, 256, 32, 256, False),
+            ("LoMETab first 128->256, K=32, B=256", 128, 256, 32, 256, True),
+        ]
+        vs_tabm = tabm_table(shapes, [1, 2, 4], max(repeats, 15))
+        vs_fit = fit_table(2000, 3, max(repeats // 2, 5))
+    if args.tabm_only:
+        lin = conv = ""
+    elif args.quick:
         lin, _ = linear_table(128, 8, 64, [1, 4, 16], repeats)
         conv, _ = conv_table(16, 16, 8, 8, 4, repeats)
     else:
@@ -202,12 +422,14 @@ def main() -> None:
         f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
         f"{torch.get_num_threads()} thread(s), float32, CPU; seed 0. "
         f"Command: `.venv/bin/python benchmarks/bench_lome.py{' --quick' if args.quick else ''}"
-        f"{' --forms' if args.forms else ''}`.",
+        f"{' --forms' if args.forms else ''}{' --tabm-only' if args.tabm_only else ''}`.",
         "",
-        lin,
+        vs_tabm,
         "",
-        conv,
+        vs_fit,
     ]
+    if not args.tabm_only:
+        parts += ["", lin, "", conv]
     if args.forms:
         parts += ["", forms_table(3 if args.quick else 5, args.quick)]
     text = "\n".join(parts) + "\n"
