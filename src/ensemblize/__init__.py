@@ -23,6 +23,7 @@ _SUBMODULES = (
     "nn",
     "metrics",
     "diversity",
+    "sigma",
     "selective",
     "tabular",
     "data",
@@ -34,8 +35,8 @@ _SUBMODULES = (
     "report",
 )
 _ATTRIBUTES = {
-    "sigma_ensemble": "ensemblize.convert",
-    "SigmaEnsemble": "ensemblize.convert",
+    "sigma_ensemble": "ensemblize.sigma.convert",
+    "SigmaEnsemble": "ensemblize.sigma.convert",
     "save_ensemble": "ensemblize.sigma_io",
     "load_ensemble": "ensemblize.sigma_io",
 }
@@ -43,7 +44,7 @@ _ATTRIBUTES = {
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import checkpoint, data, diversity, members, metrics, models, nn, selective, tabular, training  # noqa: F401
-    from .convert import SigmaEnsemble, sigma_ensemble  # noqa: F401
+    from .sigma.convert import SigmaEnsemble, sigma_ensemble  # noqa: F401
     from .sigma_io import load_ensemble, save_ensemble  # noqa: F401
 
 __getattr__, __dir__, __all__ = lazy_namespace(__name__, _ATTRIBUTES, _SUBMODULES)
