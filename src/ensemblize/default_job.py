@@ -107,9 +107,10 @@ def run_default(
     lam: float = DEFAULT_LAM,
     execution: Any = None,
 ) -> list[dict]:
-    """Run the default job into ``out``; returns the result records (see module doc).
+    """The default job: single model, deep ensemble and σN-Ens on the embedded digits, evaluated fully.
 
-    ``ood``: comma-separated far-OOD sets, plus ``heldout`` to train on digits 0–5 and use 6–9 as
+    Writes ``results.json``, the checkpoints, the figures and the manifest into ``out``, prints the
+    tables and returns the records (see the module docstring). ``ood``: comma-separated far-OOD sets, plus ``heldout`` to train on digits 0–5 and use 6–9 as
     near-OOD (the task then has 6 classes). ``execution``: an
     :class:`~ensemblize.experiments.jobs.Execution` (workers, resume / overwrite, quiet, ...).
     """
