@@ -168,3 +168,18 @@ def test_raw_frames_with_nan_and_categoricals(kind):
         GBDTRegressor(kind="lightgbm").fit(X, target)
     with pytest.raises(ValueError, match="NaN.*z"):
         GBDTRegressor(kind=kind, impute=False).fit(X, target)
+
+
+@pytest.mark.parametrize("cls_name", ["GBDTClassifier", "GBDTRegressor"])
+def test_sklearn_check_estimator_passes_in_full(cls_name):
+    import warnings
+
+    from sklearn.utils import estimator_checks as E
+
+    import ensemblize.tabular as tabular
+
+    cls = getattr(tabular, cls_name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = E.check_estimator(cls(max_rounds=30, random_state=0), on_fail=None, on_skip=None)
+    assert not [(r["check_name"], repr(r["exception"])) for r in results if r["status"] == "failed"]

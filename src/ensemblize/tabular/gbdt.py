@@ -328,7 +328,8 @@ class _GBDTEstimator(TablePipeline):
         return self
 
     def _booster_output(self, X: Any) -> np.ndarray:
-        return predict_gbdt(self.booster_, self._transform_for_predict(X, fitted="booster_"))
+        x = self._transform_for_predict(X, fitted="booster_")  # NotFittedError before booster_ is read
+        return predict_gbdt(self.booster_, x)
 
 
 class GBDTClassifier(ClassifierMixin, _GBDTEstimator):
@@ -363,4 +364,5 @@ class GBDTRegressor(RegressorMixin, _GBDTEstimator):
 
     def predict(self, X: Any) -> np.ndarray:
         """Predictions in the original target units, shape ``(N,)``."""
-        return self.preprocessor_.inverse_transform_target(self._booster_output(X))
+        z = self._booster_output(X)
+        return self.preprocessor_.inverse_transform_target(z)
