@@ -90,3 +90,68 @@ def test_huggingface_round_trip_is_bitwise(tmp_path: Path):
     torch.manual_seed(1)
     loaded = load_ensemble(tmp_path / "bert", BertForSequenceClassification(config))
     assert torch.equal(predict(loaded, batch), before)
+
+
+def test_json_records_the_real_settings_and_a_layer_selection_round_trips(tmp_path: Path):
+    torch.manual_seed(0)
+    ens = ez.sigma_ensemble(_cnn(), members=3, noise=0.7, seed=5, gate_init=1.5, layers=["1"])
+    assert ens.converted == ["1"] and isinstance(ens.backbone[5], nn.LayerNorm)  # the LayerNorm stays plain
+    assert ens.settings == {"members": 3, "noise": 0.7, "seed": 5, "gate_init": 1.5, "layers": ["1"]}
+    fit(ens, _images(), epochs=1, batch_size=8, progress=False)
+    x, _ = _images(9, seed=3)
+    before = predict(ens, x)
+    save_ensemble(ens, tmp_path / "sel")
+    meta = json.loads((tmp_path / "sel.json").read_text())
+    assert meta["settings"] == {"members": 3, "noise": 0.7, "seed": 5, "gate_init": 1.5, "layers": ["1"]}
+    assert meta["converted"] == ["1"]
+    torch.manual_seed(9)
+    loaded = load_ensemble(tmp_path / "sel", _cnn())
+    assert loaded.converted == ["1"] and loaded.settings["layers"] == ["1"]
+    assert torch.equal(predict(loaded, x), before)
+
+
+def test_predicate_selection_is_saved_as_the_names_it_chose(tmp_path: Path):
+    torch.manual_seed(0)
+    ens = ez.sigma_ensemble(
+        _cnn(), members=2, noise=0.3, seed=0, layers=lambda n, m: isinstance(m, nn.LayerNorm)
+    )
+    assert ens.converted == ["5"] and ens.settings["layers"] == ["5"]
+    x, _ = _images(6, seed=4)
+    before = predict(ens, x)
+    save_ensemble(ens, tmp_path / "p")
+    assert json.loads((tmp_path / "p.json").read_text())["settings"]["layers"] == ["5"]
+    assert torch.equal(predict(load_ensemble(tmp_path / "p", _cnn()), x), before)
+
+
+def test_default_settings_are_written_not_null(tmp_path: Path):
+    ens = ez.sigma_ensemble(_cnn(), members=2)
+    save_ensemble(ens, tmp_path / "d")
+    settings = json.loads((tmp_path / "d.json").read_text())["settings"]
+    assert settings == {"members": 2, "noise": 0.5, "seed": None, "gate_init": 0.0, "layers": None}
+
+
+def test_bad_layer_selection_is_named():
+    with pytest.raises(
+        ValueError, match=r"layers: unknown norm layer name\(s\) \['0'\]; available: \['1', '5'\]"
+    ):
+        ez.sigma_ensemble(_cnn(), layers=["0"])
+    with pytest.raises(TypeError, match="layers must be a list of norm-layer names or a predicate"):
+        ez.sigma_ensemble(_cnn(), layers="1")
+    with pytest.raises(ValueError, match="matched no norm layer"):
+        ez.sigma_ensemble(_cnn(), layers=lambda n, m: False)
+
+
+def test_settings_with_an_unknown_keyword_are_refused(tmp_path: Path):
+    from ensemblize.checkpoint import load_checkpoint, save_checkpoint
+
+    save_ensemble(ez.sigma_ensemble(_cnn(), members=2), tmp_path / "m")
+    tensors, meta = load_checkpoint(tmp_path / "m")
+    body = {k: v for k, v in meta.items() if k not in ("fingerprint", "sha256", "meta_sha256")}
+    save_checkpoint(tmp_path / "m", tensors, {**body, "settings": {**body["settings"], "width": 3}})
+    with pytest.raises(
+        ValueError, match=r"key 'settings' holds unknown sigma_ensemble keyword\(s\) \['width'\]"
+    ):
+        load_ensemble(tmp_path / "m", _cnn())
+    save_checkpoint(tmp_path / "m", tensors, {k: v for k, v in body.items() if k != "entries"})
+    with pytest.raises(ValueError, match="required key 'entries' is missing"):
+        load_ensemble(tmp_path / "m", _cnn())

@@ -7,13 +7,15 @@ Files (written atomically by :func:`ensemblize.checkpoint.save_checkpoint`, no p
 
 * ``PATH.safetensors`` — the ensemble's full ``state_dict`` (shared weights, σNorm weights, per-member
   biases and gate logits, running statistics), exact values;
-* ``PATH.json`` — ``format``, the conversion settings (``members``, ``gate_init``, ``noise`` and
-  ``seed`` when the ensemble records them, plus any further ``sigma_ensemble`` keyword it records in
-  a ``settings`` attribute), ``converted`` (the names of the σNorm layers, in order), the backbone's
-  class, every state entry's name, shape and dtype in order, and the tensor file's SHA-256.
+* ``PATH.json`` — ``format``, ``settings`` (the ensemble's :attr:`~ensemblize.SigmaEnsemble.settings`:
+  the ``sigma_ensemble`` keywords ``members``, ``noise``, ``seed``, ``gate_init`` and ``layers``, the
+  layer selection as the list of converted names or ``null`` for all), ``converted`` (the names of
+  the σNorm layers, in order), the backbone's class, every state entry's name, shape and dtype in
+  order, and the checkpoint hashes (tensor file and metadata).
 
 Loading converts ``base_model`` again with the saved settings (``noise=0``: the gates come from the
-file, and no random numbers are drawn), checks that the same layers were converted and that every
+file, and no random numbers are drawn; ``noise`` and ``seed`` are kept as a record of how the
+ensemble was made), checks that the same layers were converted and that every
 state entry matches in name, shape and dtype — the FIRST mismatch is named in a ValueError — then
 loads the tensors strictly. The reloaded ensemble predicts bitwise identically to the saved one (same
 device and dtype) and is returned in eval mode.
@@ -28,11 +30,10 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from .checkpoint import load_checkpoint, save_checkpoint
-from .convert import SigmaEnsemble, sigma_ensemble
-from .nn.sigma_norm import SigmaNorm
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .sigma.convert import SigmaEnsemble, sigma_ensemble
 
-__all__ = ["save_ensemble", "load_ensemble", "FORMAT"]
+__all__ = ["save_ensemble", "load_ensemble", "FORMAT", "REQUIRED"]
 
 FORMAT = "ensemblize.sigma_ensemble/1"
 
@@ -41,18 +42,12 @@ def _qualname(obj: object) -> str:
     return f"{type(obj).__module__}.{type(obj).__qualname__}"
 
 
-def _settings(model: SigmaEnsemble) -> dict[str, Any]:
-    """The ``sigma_ensemble`` keywords that rebuild ``model``'s structure."""
-    recorded = dict(getattr(model, "settings", None) or {})
-    gate_inits = sorted({float(m.gate_init) for m in model.modules() if isinstance(m, SigmaNorm)})
-    settings: dict[str, Any] = {
-        "members": int(model.members),
-        "gate_init": gate_inits[0] if len(gate_inits) == 1 else 0.0,
-        "noise": getattr(model, "noise", None),
-        "seed": getattr(model, "seed", None),
-    }
-    settings.update(recorded)
-    return settings
+#: Keys of the JSON side that :func:`load_ensemble` needs, with their types.
+REQUIRED = {"format": str, "settings": dict, "converted": list, "entries": list}
+
+#: ``sigma_ensemble`` keywords that rebuild the structure (``noise`` / ``seed`` only drew the initial
+#: gates, which the tensor file overrides).
+_STRUCTURE = ("members", "gate_init", "layers")
 
 
 def _entries(state: dict[str, Tensor]) -> list[list[Any]]:
@@ -71,7 +66,7 @@ def save_ensemble(model: SigmaEnsemble, path: str | os.PathLike) -> Path:
     state = model.state_dict()
     meta = {
         "format": FORMAT,
-        "settings": _settings(model),
+        "settings": dict(model.settings),
         "converted": list(model.converted),
         "backbone_class": _qualname(model.backbone),
         "entries": _entries(state),
@@ -80,10 +75,13 @@ def save_ensemble(model: SigmaEnsemble, path: str | os.PathLike) -> Path:
     return Path(path)
 
 
-def _rebuild(base_model: nn.Module, settings: dict[str, Any]) -> SigmaEnsemble:
+def _structure(settings: dict[str, Any], *, source: str) -> dict[str, Any]:
+    """The keywords that rebuild the structure; unknown keys are a CheckpointError naming ``source``."""
     accepted = inspect.signature(sigma_ensemble).parameters
-    kwargs = {k: v for k, v in settings.items() if k in accepted and k not in ("model", "noise", "seed")}
-    return sigma_ensemble(base_model, noise=0.0, **kwargs)
+    unknown = sorted(k for k in settings if k not in accepted or k == "model")
+    if unknown:
+        raise CheckpointError(f"{source}: key 'settings' holds unknown sigma_ensemble keyword(s) {unknown}")
+    return {k: settings[k] for k in _STRUCTURE if settings.get(k) is not None}
 
 
 def _first_mismatch(saved: list[list[Any]], now: list[list[Any]]) -> str | None:
@@ -108,16 +106,14 @@ def load_ensemble(path: str | os.PathLike, base_model: nn.Module, *, device: str
     converted layers, or a state entry of another name, shape or dtype), and the errors of
     :func:`ensemblize.checkpoint.load_checkpoint` for a damaged or foreign file.
     """
-    tensors, meta = load_checkpoint(path, device=device)
-    if meta.get("format") != FORMAT:
+    tensors, meta = load_checkpoint(path, device=device, required=REQUIRED)
+    if meta["format"] != FORMAT:
         raise ValueError(
-            f"{path} is not a saved σN ensemble (format {meta.get('format')!r}, expected {FORMAT!r})"
+            f"{path} is not a saved σN ensemble (format {meta['format']!r}, expected {FORMAT!r})"
         )
-    for key in ("settings", "converted", "entries"):
-        if key not in meta:
-            raise ValueError(f"{path}.json lacks the key {key!r}")
+    kwargs = _structure(meta["settings"], source=f"{path}.json")
     try:
-        ens = _rebuild(base_model, meta["settings"])
+        ens = sigma_ensemble(base_model, noise=0.0, **kwargs)
     except ValueError as exc:
         raise ValueError(
             f"base model {type(base_model).__name__} cannot be converted as saved: {exc}"

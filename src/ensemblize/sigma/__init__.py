@@ -22,6 +22,7 @@ _ATTRIBUTES = {
     "sigma_ensemble": "ensemblize.sigma.convert",
     "SigmaEnsemble": "ensemblize.sigma.convert",
     "convert_norms": "ensemblize.sigma.convert",
+    "NormSelection": "ensemblize.sigma.convert",
     "DEFAULT_NOISE": "ensemblize.sigma.convert",
     "GATE_INIT_BOUND": "ensemblize.sigma.convert",
     "sigma_layers": "ensemblize.sigma.layers",

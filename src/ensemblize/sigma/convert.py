@@ -15,7 +15,7 @@ weight is shared. With ``noise=0.0`` each member reproduces the original model e
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -33,7 +33,21 @@ from ..nn.sigma_norm import (
 )
 from .layers import sigma_layers
 
-__all__ = ["sigma_ensemble", "SigmaEnsemble", "convert_norms", "DEFAULT_NOISE", "GATE_INIT_BOUND"]
+__all__ = [
+    "sigma_ensemble",
+    "SigmaEnsemble",
+    "convert_norms",
+    "NormSelection",
+    "DEFAULT_NOISE",
+    "GATE_INIT_BOUND",
+]
+
+#: Which norm layers of the *unconverted* model to convert: qualified names as in
+#: ``model.named_modules()``, or a predicate ``(name, norm_layer) -> bool``; ``None`` converts all.
+NormSelection = Iterable[str] | Callable[[str, nn.Module], bool] | None
+
+#: The plain norm layers that have a σNorm twin.
+_CONVERTIBLE = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm, nn.LayerNorm, nn.GroupNorm)
 
 #: Default std of the N(0, 1) noise added to the members' gate logits: enough to break the
 #: symmetry the diversity regulariser needs (gates start spread over roughly σ(±0.5) ≈ 0.38–0.62).
@@ -80,6 +94,26 @@ def _twin(norm: nn.Module, members: int, gate_init: float) -> SigmaNorm | None:
     return None
 
 
+def _norm_filter(module: nn.Module, layers: NormSelection) -> Callable[[str, nn.Module], bool]:
+    """``(name, layer) -> convert it?`` for a :data:`NormSelection`; unknown names are a ValueError."""
+    if layers is None:
+        return lambda _name, _layer: True
+    if callable(layers):
+        return lambda name, layer: bool(layers(name, layer))
+    if isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
+        raise TypeError(f"layers must be a list of norm-layer names or a predicate, got {layers!r}")
+    wanted = list(layers)
+    bad = [n for n in wanted if not isinstance(n, str)]
+    if bad:
+        raise TypeError(f"layers must hold layer names (str), got {bad[0]!r} ({type(bad[0]).__name__})")
+    available = [n for n, m in module.named_modules() if isinstance(m, _CONVERTIBLE)]
+    unknown = sorted(set(wanted) - set(available))
+    if unknown:
+        raise ValueError(f"layers: unknown norm layer name(s) {unknown}; available: {available}")
+    chosen = set(wanted)
+    return lambda name, _layer: name in chosen
+
+
 def convert_norms(
     module: nn.Module,
     *,
@@ -87,21 +121,27 @@ def convert_norms(
     noise: float = DEFAULT_NOISE,
     gate_init: float = 0.0,
     generator: torch.Generator | None = None,
+    layers: NormSelection = None,
 ) -> list[str]:
     """Replace, **in place**, every BatchNorm / LayerNorm / GroupNorm inside ``module`` by its σNorm twin.
 
     Pretrained affine parameters and running statistics are copied into every member. Returns the
-    qualified names of the replaced layers (empty when there was nothing to convert). Use
+    qualified names of the replaced layers (empty when there was nothing to convert). ``layers``
+    restricts the conversion to some norm layers (:data:`NormSelection`). Use
     :func:`sigma_ensemble` unless you manage the member layout yourself. Arguments are checked as
     in :func:`sigma_ensemble`.
     """
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be an nn.Module, got {type(module).__name__}")
     members, noise, gate_init = _check_conversion(members, noise, gate_init)
+    selected = _norm_filter(module, layers)
     replaced: list[str] = []
     for parent_name, parent in list(module.named_modules()):
         for child_name, child in list(parent.named_children()):
-            if isinstance(child, SigmaNorm):
+            name = f"{parent_name}.{child_name}" if parent_name else child_name
+            if isinstance(child, SigmaNorm) or not isinstance(child, _CONVERTIBLE):
+                continue
+            if not selected(name, child):
                 continue
             twin = _twin(child, members, gate_init)
             if twin is None:
@@ -114,7 +154,7 @@ def convert_norms(
                 twin.to(device=ref.device, dtype=ref.dtype)
             twin.train(child.training)
             setattr(parent, child_name, twin)
-            replaced.append(f"{parent_name}.{child_name}" if parent_name else child_name)
+            replaced.append(name)
     return replaced
 
 
@@ -143,14 +183,26 @@ class SigmaEnsemble(nn.Module):
     is returned as ``(B, M, ...)``; other outputs (e.g. a scalar loss) pass through.
 
     Attributes: ``backbone`` (the converted module), ``members``, ``converted`` (names of the
-    σNorm layers).
+    σNorm layers), ``settings`` (the :func:`sigma_ensemble` keywords that made it — ``members``,
+    ``noise``, ``seed``, ``gate_init``, ``layers`` — a JSON-ready dict that
+    :func:`ensemblize.save_ensemble` writes; built directly, ``noise``/``seed``/``gate_init`` are
+    ``None`` (unknown) and ``layers`` is ``converted``).
     """
 
-    def __init__(self, backbone: nn.Module, members: int, converted: list[str]) -> None:
+    def __init__(
+        self,
+        backbone: nn.Module,
+        members: int,
+        converted: list[str],
+        *,
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__()
         self.backbone = backbone
         self.members = check_members(members)
         self.converted = list(converted)
+        defaults = {"members": self.members, "noise": None, "seed": None, "gate_init": None}
+        self.settings: dict[str, Any] = {**defaults, "layers": list(self.converted), **(settings or {})}
 
     def extra_repr(self) -> str:
         return f"members={self.members}, sigma_norm_layers={len(self.converted)}"
@@ -180,6 +232,7 @@ def sigma_ensemble(
     *,
     gate_init: float = 0.0,
     seed: int | None = None,
+    layers: NormSelection = None,
 ) -> SigmaEnsemble:
     """Return a NEW σN ensemble of ``model`` with ``members`` members; ``model`` itself is untouched.
 
@@ -196,6 +249,9 @@ def sigma_ensemble(
         gate_init: initial gate logit ``γ₀`` (``σ(γ₀)`` is the initial gate; 0 → ½), finite and
             within ``±GATE_INIT_BOUND`` (10).
         seed: seed for the gate noise, an int ≥ 0 (``None``: torch's global generator).
+        layers: convert only some norm layers (:data:`NormSelection`): qualified names as in
+            ``model.named_modules()`` or a predicate ``(name, layer) -> bool``; ``None`` (default)
+            converts every one. The others stay plain, shared layers.
 
     Requirements on ``model``: it is batch-first (the leading axis of its first tensor argument is
     the batch), and every norm layer sees that batch as *its* leading axis — true for CNNs, ViTs and
@@ -204,13 +260,16 @@ def sigma_ensemble(
     would interleave members wrongly; transpose such a norm's input instead.
 
     Returns:
-        a :class:`SigmaEnsemble` mapping ``(B, ...)`` to ``(B, M, ...)``.
+        a :class:`SigmaEnsemble` mapping ``(B, ...)`` to ``(B, M, ...)``. Its ``settings`` record
+        these keywords (``layers`` as the resolved list of converted names, also for a predicate),
+        so :func:`ensemblize.save_ensemble` / :func:`ensemblize.load_ensemble` rebuild it.
 
     Raises:
         TypeError: ``model`` is not an ``nn.Module``; ``members``/``seed`` not integers; ``noise``/
             ``gate_init`` not real numbers.
         ValueError: ``members < 1``, ``noise`` negative or not finite, ``gate_init`` NaN, infinite or
-            outside ``±GATE_INIT_BOUND``, ``seed < 0``, or ``model`` has no norm layer to convert.
+            outside ``±GATE_INIT_BOUND``, ``seed < 0``, ``layers`` names a layer that is not a norm
+            layer of ``model``, or nothing is left to convert.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"sigma_ensemble expects an nn.Module, got {type(model).__name__}")
@@ -220,11 +279,22 @@ def sigma_ensemble(
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     backbone = copy.deepcopy(model)
     converted = convert_norms(
-        backbone, members=members, noise=noise, gate_init=gate_init, generator=generator
+        backbone, members=members, noise=noise, gate_init=gate_init, generator=generator, layers=layers
     )
     if not converted:
+        if layers is not None:
+            raise ValueError(
+                f"layers: the selection {layers!r} matched no norm layer of {type(model).__name__}"
+            )
         raise ValueError(
             f"{type(model).__name__} has no BatchNorm/LayerNorm/GroupNorm layer to convert; "
             "σN-Ens replicates only norm layers, so the model needs at least one"
         )
-    return SigmaEnsemble(backbone, members, converted)
+    settings = {
+        "members": members,
+        "noise": noise,
+        "seed": seed,
+        "gate_init": gate_init,
+        "layers": None if layers is None else list(converted),
+    }
+    return SigmaEnsemble(backbone, members, converted, settings=settings)
