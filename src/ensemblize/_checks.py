@@ -169,3 +169,16 @@ def check_float_input(x: torch.Tensor, *, like: torch.Tensor, name: str) -> None
             f"{name}: input dtype {x.dtype} does not match the layer's {like.dtype}; "
             f"convert one of them (e.g. x.to({like.dtype}) or layer.to({x.dtype}))"
         )
+
+
+def check_rate(value: object, *, name: str) -> float:
+    """Return ``value`` as float if it is a real number in ``[0, 1)`` (a dropout rate), else raise naming it.
+
+    TypeError for a non-real (bool included), ValueError for NaN or a value outside ``[0, 1)``.
+    """
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number in [0, 1), got {value!r} ({type(value).__name__})")
+    v = float(value)
+    if not 0 <= v < 1:  # False for NaN too
+        raise ValueError(f"{name} must lie in [0, 1), got {value!r}")
+    return v
