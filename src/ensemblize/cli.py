@@ -335,6 +335,10 @@ def _clean_errors(folder_hint: str = "'--out'") -> Iterator[None]:
         raise typer.BadParameter(exc.message, param_hint=f"'{exc.option}'") from None
     except (RunFolderError, RunFolderBusy) as exc:
         raise typer.BadParameter(str(exc), param_hint=folder_hint) from None
+    except ValueError as exc:
+        if "run folder" not in str(exc):
+            raise
+        raise typer.BadParameter(str(exc), param_hint=folder_hint) from None
     except ImportError as exc:
         if "ensemblize[dask]" not in str(exc):
             raise
@@ -390,6 +394,22 @@ def evaluate(
     torch.set_num_threads(threads)
     with _clean_errors(folder_hint="'RUN_DIR'"):
         evaluate_run(run_dir, out=out, seed=seed, ood=ood, quiet=quiet, wide=wide)
+
+
+@app.command()
+def report(
+    run_dir: Path = typer.Argument(..., help="A run folder written by any ensemblize command."),
+) -> None:
+    """Write RUN_DIR/report.html: one self-contained page with the tables, figures, configuration and environment."""
+    from .experiments.jobs import amend_run
+    from .report.html import write_report
+
+    with _clean_errors(folder_hint="'RUN_DIR'"):
+        if not run_dir.is_dir():
+            raise typer.BadParameter(f"{run_dir} is not a folder", param_hint="'RUN_DIR'")
+        with amend_run(run_dir):
+            path = write_report(run_dir)
+    typer.echo(f"wrote {path}")
 
 
 def main() -> None:  # pragma: no cover - the console script

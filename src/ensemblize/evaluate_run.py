@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +32,15 @@ def _splits(meta: dict[str, Any]):
     return load_digits(seed=meta["seed"]), None
 
 
-@contextlib.contextmanager
-def _output(run_dir: Path, out: Path, manifest: dict[str, Any]) -> Iterator[None]:
-    """Writing into the run folder re-opens it (lock held) and rewrites its manifest at the end."""
-    if out.resolve() != run_dir.resolve():
-        out.mkdir(parents=True, exist_ok=True)
-        yield
-        return
-    from .run_folder import RunFolder
+def _output(run_dir: Path, out: Path) -> Any:
+    """Into the run folder: :func:`~ensemblize.experiments.jobs.amend_run` (manifest rewritten);
+    elsewhere: a plain folder."""
+    from .experiments.jobs import amend_run
 
-    with RunFolder(run_dir, config=manifest["config"], mode="resume") as folder:
-        yield
-        folder.complete(**{k: v for k, v in manifest.items() if k not in ("config", "files", "complete")})
+    if out.resolve() == run_dir.resolve():
+        return amend_run(run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return contextlib.nullcontext(out)
 
 
 def evaluate_run(
@@ -79,7 +75,7 @@ def evaluate_run(
         raise FileNotFoundError(
             f"no checkpoints under {run_dir / 'models'}; run `ensemblize run --out {run_dir}` first"
         )
-    manifest = read_manifest(run_dir)
+    read_manifest(run_dir)  # a finished run, unchanged since
     trained = {(r["method"], r["seed"]): r for r in load_results(run_dir)}
     records, evals = [], {}
     start = time.perf_counter()
@@ -112,7 +108,7 @@ def evaluate_run(
     bar.close()
     targets = [out / "evaluation.json"]
     existed = {p for p in out.glob("*") if p.is_file()} if out.is_dir() else set()
-    with _output(run_dir, out, manifest):
+    with _output(run_dir, out):
         write_results(out, records, name="evaluation.json")
         targets += evaluation_figures(evals, out)
     if not quiet:

@@ -63,6 +63,13 @@ Job function contract
     (DistributedDataParallel needs every rank in every ``fit``); ``resume``, ``workers`` and
     ``scheduler`` are refused there.
 
+    The block also writes ``report.html`` (:func:`ensemblize.report.html.write_report`) just
+    before the manifest.
+
+``amend_run(run_dir)`` (a context manager)
+    Write more files into a finished run (``evaluate``, ``report``): re-opened under its lock with
+    its stored configuration, the manifest rewritten at the end so it stays verifiable.
+
 ``merged_records(results) -> list[dict]``
     The records of every result, in job order.
 
@@ -98,6 +105,7 @@ __all__ = [
     "make_executor",
     "training_progress",
     "torchrun_rank",
+    "amend_run",
 ]
 
 JOBS_DIR = "jobs"
@@ -541,6 +549,35 @@ class ExperimentFolder:
         return results
 
 
+def _write_report(path: Path, *, quiet: bool) -> Path | None:
+    """``report.html`` for a finished run (before the manifest, which lists it); a failure to render
+    it does not undo the run: it is said on stderr."""
+    from ..report.html import write_report
+
+    try:
+        return write_report(path)
+    except (OSError, ValueError) as exc:
+        print(f"report.html not written: {exc}", file=sys.stderr)
+        return None
+
+
+@contextlib.contextmanager
+def amend_run(run_dir: str | Path) -> Iterator[Path]:
+    """Write more files into a finished run folder: the folder is re-opened under its lock with its
+    stored configuration and its manifest rewritten when the block ends (a folder without a complete
+    manifest is simply written into)."""
+    from ..run_folder import MANIFEST, RunFolder, read_manifest
+
+    run_dir = Path(run_dir)
+    if not (run_dir / MANIFEST).is_file():
+        yield run_dir
+        return
+    manifest = read_manifest(run_dir)
+    with RunFolder(run_dir, config=manifest["config"], mode="resume") as folder:
+        yield run_dir
+        folder.complete(**{k: v for k, v in manifest.items() if k not in ("config", "files", "complete")})
+
+
 def torchrun_rank() -> tuple[int, int]:
     """``(rank, world size)`` from the torchrun environment (``(0, 1)`` outside torchrun)."""
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
@@ -574,4 +611,5 @@ def experiment_folder(
             torch.set_num_threads(ex.threads)
         start = time.perf_counter()
         yield ExperimentFolder(folder, ex, path=folder.path)
+        _write_report(folder.path, quiet=ex.quiet)
         folder.complete(wall_seconds=time.perf_counter() - start)
