@@ -146,3 +146,13 @@ def test_progress_line_and_table_show_the_same_train_time(capsys):
     line = capsys.readouterr().err
     table = console_tables(recs, metrics=["accuracy"], by=("method",))
     assert "train 1.2 s" in line and table.splitlines()[-1].split()[-1] == "1.2"
+
+
+def test_summarize_groups_by_unhashable_settings():
+    recs = [
+        Record("m", "d", s, 1, 10, 1.0, {"rmse": v}, extra={"setting": {"rank": r}})
+        for s, (v, r) in enumerate([(1.0, 2), (3.0, 2), (5.0, 4)])
+    ]
+    out = summarize(recs, by=("method", "setting"))
+    assert [o["setting"] for o in out] == [{"rank": 2}, {"rank": 4}]
+    assert out[0]["stats"]["rmse"][:2] == (2.0, pytest.approx(np.std([1.0, 3.0], ddof=1)))

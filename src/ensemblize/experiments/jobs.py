@@ -549,15 +549,15 @@ class ExperimentFolder:
         return results
 
 
-def _write_report(path: Path, *, quiet: bool) -> Path | None:
+def _write_report(path: Path) -> Path | None:
     """``report.html`` for a finished run (before the manifest, which lists it); a failure to render
     it does not undo the run: it is said on stderr."""
     from ..report.html import write_report
 
     try:
         return write_report(path)
-    except (OSError, ValueError) as exc:
-        print(f"report.html not written: {exc}", file=sys.stderr)
+    except Exception as exc:  # the run's results are complete without it; say why it is missing
+        print(f"report.html not written: {type(exc).__name__}: {exc}", file=sys.stderr)
         return None
 
 
@@ -611,5 +611,5 @@ def experiment_folder(
             torch.set_num_threads(ex.threads)
         start = time.perf_counter()
         yield ExperimentFolder(folder, ex, path=folder.path)
-        _write_report(folder.path, quiet=ex.quiet)
+        _write_report(folder.path)
         folder.complete(wall_seconds=time.perf_counter() - start)

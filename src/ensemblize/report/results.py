@@ -87,6 +87,15 @@ def load_results(path: str | Path) -> list[dict[str, Any]]:
     return [_as_dict(r) for r in rows]
 
 
+def _hashable(value: Any) -> Any:
+    """A grouping key for ``value``: itself when hashable, else its canonical JSON (e.g. a dict setting)."""
+    try:
+        hash(value)
+    except TypeError:
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
 def summarize(
     records: Iterable[Record | dict], *, by: Sequence[str] = ("dataset", "method")
 ) -> list[dict[str, Any]]:
@@ -95,9 +104,10 @@ def summarize(
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
         d = _as_dict(r)
-        groups[tuple(d.get(k) for k in by)].append(d)
+        groups[tuple(_hashable(d.get(k)) for k in by)].append(d)
     out = []
-    for key, rows in groups.items():
+    for rows in groups.values():
+        key = tuple(rows[0].get(k) for k in by)
         metric_names: list[str] = []
         for row in rows:
             metric_names += [m for m in row["metrics"] if m not in metric_names]
