@@ -25,8 +25,10 @@ Layouts (the member contract of :mod:`ensemblize.members`): inputs arrive with t
 folded into the batch in ``repeat_interleave`` order, ``(B·M, C, ...)``. For BatchNorm the view
 ``(B, M·C, ...)`` puts member ``t``'s channels at ``[t·C, (t+1)·C)``, so per-member BatchNorm is a
 single call of the stock kernel with the gate and affine folded into its weight and bias — no
-Python loop over members and no copy. LayerNorm / GroupNorm normalise without affine and apply the
-per-member affine as one broadcast.
+Python loop over members and no copy; the gate·affine products are one autograd node. LayerNorm /
+GroupNorm normalise with a unit affine (the kernel's fast path) and apply the per-member affine in
+one autograd Function: one broadcast ``addcmul`` forward; backward one product for the input
+gradient and one fused batch-axis reduction (the batch-norm backward kernel) for the affine's.
 """
 
 from __future__ import annotations
