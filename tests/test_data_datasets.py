@@ -14,6 +14,7 @@ from ensemblize.data.datasets import (
     DEFAULT_MODEL,
     MODALITY,
     REDUCED_SHIFTS,
+    SHIFTS,
     Benchmark,
     load_dataset,
 )
@@ -121,6 +122,8 @@ def test_train_size_and_heldout(name):
 def test_bad_arguments_are_named(tmp_path):
     assert DATASETS == ("digits", "mnist1d", "cifar10", "cifar100")
     assert tuple(MODALITY) == DATASETS and set(MODALITY.values()) == set(DEFAULT_MODEL) == set(REDUCED_SHIFTS)
+    assert SHIFTS == {"image": CORRUPTIONS, "signal": SIGNAL_SHIFTS}
+    assert all(set(REDUCED_SHIFTS[m]) <= set(SHIFTS[m]) for m in SHIFTS)
     with pytest.raises(ValueError, match=r"unknown dataset 'mnist'; choose one of \['digits', 'mnist1d'"):
         load_dataset("mnist", seed=0)
     with pytest.raises(ValueError, match="root="):

@@ -51,9 +51,11 @@ from pathlib import Path
 import numpy as np
 from torch import Tensor
 
+from .corruptions import CORRUPTIONS
 from .images import ImageSplits, subsample_train
+from .shifts1d import SIGNAL_SHIFTS
 
-__all__ = ["DATASETS", "DEFAULT_MODEL", "MODALITY", "REDUCED_SHIFTS", "Benchmark", "load_dataset"]
+__all__ = ["DATASETS", "DEFAULT_MODEL", "MODALITY", "REDUCED_SHIFTS", "SHIFTS", "Benchmark", "load_dataset"]
 
 DATASETS: tuple[str, ...] = ("digits", "mnist1d", "cifar10", "cifar100")
 """Names accepted by :func:`load_dataset`."""
@@ -63,6 +65,9 @@ MODALITY: dict[str, str] = {"digits": "image", "mnist1d": "signal", "cifar10": "
 
 DEFAULT_MODEL: dict[str, str] = {"image": "resnet_small", "signal": "resnet1d"}
 """The backbone a run uses per modality when none is named."""
+
+SHIFTS: dict[str, tuple[str, ...]] = {"image": CORRUPTIONS, "signal": SIGNAL_SHIFTS}
+"""Per modality, every shift kind (images: CIFAR-10-C, ``saturate`` only applies to colour images)."""
 
 REDUCED_SHIFTS: dict[str, tuple[str, ...]] = {
     "image": ("gaussian_noise", "gaussian_blur", "contrast", "pixelate", "elastic_transform"),
@@ -114,13 +119,8 @@ class Benchmark:
     @property
     def shift_kinds(self) -> tuple[str, ...]:
         """Every shift kind that applies to this data."""
-        if self.modality == "signal":
-            from .shifts1d import SIGNAL_SHIFTS
-
-            return SIGNAL_SHIFTS
-        from .corruptions import CORRUPTIONS
-
-        return tuple(k for k in CORRUPTIONS if not (k == "saturate" and self.splits.in_channels != 3))
+        kinds = SHIFTS[self.modality]
+        return tuple(k for k in kinds if not (k == "saturate" and self.splits.in_channels != 3))
 
     @property
     def reduced_shift_kinds(self) -> tuple[str, ...]:
