@@ -158,6 +158,12 @@ def test_markdown_table_values():
 TINY = ["--epochs", "1", "--width", "4", "--seeds", "0", "--eval", "tiny"]
 
 
+def app_():
+    from ensemblize.cli import app
+
+    return app
+
+
 def _invoke(command, tmp_path, *args):
     from ensemblize.cli import app
 
@@ -193,6 +199,26 @@ def test_compare_end_to_end(tmp_path):
     ):
         assert (out / fig).stat().st_size > 0
     assert "corr_ece_s5" in (out / "table_severity.md").read_text()
+    # the same command again: refused without --resume; with it, every job is read back, none retrained
+    again = [
+        "experiment",
+        "compare",
+        *TINY,
+        "--out",
+        str(out),
+        "--methods",
+        "single,temp_scaled,packed,sigma",
+    ]
+    res = CliRunner().invoke(app_(), [*again, "--members", "2"])
+    assert res.exit_code == 2 and "--resume" in res.output
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "models").iterdir()}
+    before = (out / "results.json").read_text()
+    res = CliRunner().invoke(app_(), [*again, "--members", "2", "--resume"])
+    assert res.exit_code == 0, res.output
+    assert (out / "results.json").read_text() == before
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "models").iterdir()} == stamps
+    res = CliRunner().invoke(app_(), [*again, "--members", "3", "--resume"])
+    assert res.exit_code == 2 and "members: stored 2, now 3" in res.output
 
 
 @pytest.mark.slow
