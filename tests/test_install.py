@@ -46,8 +46,9 @@ def _shared_entries(site: Path, *, full: bool) -> list[Path]:
             or low.startswith(("__editable__", "pip", "__pycache__"))
         ):
             continue
+        stem = low.removesuffix(".py")
         if full and not any(
-            low == n or low.startswith((n + "-", n.replace("_", "-") + "-")) for n in TORCH_STACK
+            stem == n or low.startswith((n + "-", n.replace("_", "-") + "-")) for n in TORCH_STACK
         ):
             continue
         entries.append(p)
