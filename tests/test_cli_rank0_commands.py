@@ -1,0 +1,86 @@
+"""Issue 12 item 5: under ``torchrun`` every CLI command prints and writes on rank 0 only.
+
+``run`` and the experiments are covered elsewhere (``test_cli_torchrun.py``: a real two-process
+torchrun; ``test_experiments_jobs.py``: ranks other than 0 write nothing). Here the commands that
+work on a finished run folder, ``evaluate`` and ``report``, are run as rank 1 of 2 (the environment
+torchrun sets): they must print nothing and leave the folder byte for byte as it was, while rank 0
+still evaluates and rewrites the manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+
+def _finished_run(out: Path) -> None:
+    """A complete run folder with one (untrained) checkpoint and its record: enough for evaluate."""
+    import torch
+
+    from ensemblize.data.images import load_digits
+    from ensemblize.report.results import Record, write_results
+    from ensemblize.run_folder import RunFolder
+    from ensemblize.runner import MethodSpec, build_method, save_method
+
+    torch.manual_seed(0)
+    splits = load_digits(seed=0)
+    spec = MethodSpec("single", model="resnet_small")
+    module = build_method(spec, splits)
+    with RunFolder(out, config={"experiment": "run", "seed": 0}, mode="new") as folder:
+        save_method(module, spec, splits, seed=0, path=out / "models" / "single_seed0")
+        record = Record(method="single", dataset="digits", seed=0, members=1, params=1, train_seconds=0.0,
+                        metrics={"accuracy": 0.1})  # fmt: skip
+        write_results(out, [record.to_dict()])
+        folder.complete()
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _as_rank(monkeypatch: pytest.MonkeyPatch, rank: int) -> None:
+    for key, value in {"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": 2}.items():
+        monkeypatch.setenv(key, str(value))
+
+
+@pytest.fixture
+def finished_run(tmp_path: Path) -> Path:
+    out = tmp_path / "run"
+    _finished_run(out)
+    return out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="H2 (cli.py / evaluate_run.py / report command): `evaluate` and `report` do not look at the "
+    "torchrun rank, so rank 1 evaluates, prints its table and rewrites evaluation.json, the figures, "
+    "report.html and the manifest too; fix: return before any work when torchrun_rank()[0] != 0",
+)
+@pytest.mark.parametrize("command", [["evaluate", "--ood", "uniform", "--threads", "1"], ["report"]])
+def test_rank_1_prints_and_writes_nothing(finished_run: Path, monkeypatch, command):
+    from ensemblize.cli import app
+
+    before = _snapshot(finished_run)
+    _as_rank(monkeypatch, 1)
+    res = CliRunner().invoke(app, [command[0], str(finished_run), *command[1:]])
+    assert res.exit_code == 0, res.output
+    assert res.output == ""
+    assert _snapshot(finished_run) == before
+
+
+def test_rank_0_evaluates_and_keeps_the_manifest_valid(finished_run: Path, monkeypatch):
+    from ensemblize.cli import app
+    from ensemblize.run_folder import read_manifest
+
+    _as_rank(monkeypatch, 0)
+    res = CliRunner().invoke(app, ["evaluate", str(finished_run), "--ood", "uniform", "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    assert "single" in res.output and f"{finished_run / 'evaluation.json'}" in res.output
+    assert "evaluation.json" in read_manifest(finished_run)["files"]
