@@ -41,7 +41,8 @@ def test_report_values_without_ties():
     oracle = [_top_k_risk(-losses, losses, k) for k in range(1, 21)]  # lowest losses first
     assert rep.eaurc == pytest.approx(np.mean(curve) - np.mean(oracle))
     generalized = [0.0] + [r * k / 20 for k, r in enumerate(curve, 1)]  # from (0, 0), trapezoid rule
-    assert rep.augrc == pytest.approx(np.mean([(a + b) / 2 for a, b in zip(generalized, generalized[1:])]))
+    trapezoids = [(a + b) / 2 for a, b in zip(generalized[:-1], generalized[1:], strict=True)]
+    assert rep.augrc == pytest.approx(np.mean(trapezoids))
     assert rep.thresholds is None and rep.threshold_risk is None
 
 
