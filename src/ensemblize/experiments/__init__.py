@@ -9,7 +9,8 @@ plain defaults (lists for grids); it expands into independent jobs and runs them
 
 * :mod:`.jobs` — job specs, executors (in process, local processes, Dask), resume, progress;
 * :mod:`.options` — argument checks raising :class:`~ensemblize.experiments.jobs.OptionError`;
-* :mod:`.image` — σN-Ens image experiments (compare, τ / λ sweeps, ensemble size, fine-tuning);
+* :mod:`.image` — σN-Ens image experiments (compare, τ / λ sweeps, ensemble size, fine-tuning),
+  with their tables and figures in :mod:`.image_report`;
 * :mod:`.selective` — SYNC vs SelectiveNet vs Deep Gamblers vs softmax response;
 * :mod:`.tabular` — LoMETab tabular experiments.
 
@@ -24,7 +25,7 @@ from collections.abc import Callable
 
 __all__ = ["discover"]
 
-_INFRASTRUCTURE = ("jobs", "options")
+_INFRASTRUCTURE = ("jobs", "options", "image_report")
 
 
 def discover() -> dict[str, Callable]:
