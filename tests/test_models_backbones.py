@@ -172,3 +172,33 @@ def test_lazy_public_names():
     assert isinstance(em.resnet18(), em.ResNet)
     assert isinstance(em.wide_resnet28(widen_factor=1), em.WideResNet)
     assert isinstance(em.vit_small(image_size=8, dim=16, depth=1, heads=2), em.ViT)
+
+
+def test_backbone_arguments_are_checked_by_the_shared_validators():
+    import numpy as np
+
+    from ensemblize.models import PackedLayers, TemperatureScaled, fit_temperature
+    from ensemblize.models.resnet import ResNet
+    from ensemblize.models.vit import ViT
+    from ensemblize.models.wide_resnet import WideResNet
+
+    assert callable(fit_temperature) and issubclass(TemperatureScaled, nn.Module)  # exported with the models
+    ResNet([np.int64(1)], [np.int64(4)], num_classes=3)  # NumPy integers count as integers
+    with pytest.raises(TypeError, match=r"widths must be an int >= 1, got 4.0"):
+        ResNet([1], [4.0])
+    with pytest.raises(ValueError, match="blocks must be >= 1, got 0"):
+        ResNet([0], [4])
+    with pytest.raises(ValueError, match=r"dropout must lie in \[0, 1\), got 1.0"):
+        WideResNet(depth=10, widen_factor=1, dropout=1.0)
+    with pytest.raises(TypeError, match="dropout must be a real number"):
+        WideResNet(depth=10, widen_factor=1, dropout=True)
+    with pytest.raises(ValueError, match=r"dropout must lie in \[0, 1\), got nan"):
+        ViT(image_size=8, dim=8, depth=1, heads=2, dropout=float("nan"))
+    with pytest.raises(ValueError, match=r"pool must be one of \('cls', 'mean'\), got 'max'"):
+        ViT(image_size=8, dim=8, depth=1, heads=2, pool="max")
+    with pytest.raises(ValueError, match="mlp_ratio must be finite and > 0, got 0"):
+        ViT(image_size=8, dim=8, depth=1, heads=2, mlp_ratio=0)
+    with pytest.raises(ValueError, match="image_size must be an int or a pair of ints"):
+        ViT(image_size=(8, 8, 8), dim=8, depth=1, heads=2)
+    with pytest.raises(ValueError, match="alpha must be finite and > 0, got nan"):
+        PackedLayers(members=2, alpha=float("nan"))

@@ -3,6 +3,7 @@
 ``build_model(name, *, in_channels, num_classes, image_size, **kw)`` builds one by name;
 ``build_ensemble(method, name, *, members, ...)`` builds single / deep / BatchEnsemble / Packed /
 σN-Ens versions with the member-output contract ``(B, ...) -> (B, M, classes)``.
+``TemperatureScaled`` / ``fit_temperature`` are the temperature-scaling baseline.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ _ATTRIBUTES = {
     "count_parameters": "ensemblize.models.ensembles",
     "Layers": "ensemblize.models.resnet",
     "default_patch_size": "ensemblize.models.vit",
+    "TemperatureScaled": "ensemblize.models.temperature_scaling",
+    "fit_temperature": "ensemblize.models.temperature_scaling",
 }
 
 __getattr__, __dir__, __all__ = lazy_namespace(__name__, _ATTRIBUTES)

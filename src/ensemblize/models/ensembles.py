@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from ensemblize._checks import check_int, check_positive
 from ensemblize.members import check_members, interleave, unfold
 from ensemblize.models.resnet import Layers
 
@@ -154,11 +155,8 @@ class PackedLayers(Layers):
     """
 
     def __init__(self, *, members: int, alpha: float = 2.0, gamma: int = 1) -> None:
-        from ensemblize._checks import check_int
-        from ensemblize.nn.packed import _check_alpha
-
         self.members = check_members(members)
-        self.alpha = _check_alpha(alpha)
+        self.alpha = check_positive(alpha, name="alpha")
         self.gamma = check_int(gamma, name="gamma")
 
     def conv(self, in_channels, out_channels, kernel_size, *, stride=1, padding=0, first=False, bias=False):

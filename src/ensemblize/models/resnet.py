@@ -16,16 +16,15 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
+from ensemblize._checks import check_int
+
 __all__ = ["BasicBlock", "Layers", "ResNet", "resnet18", "resnet_small"]
 
 
 def check_channels(values: Sequence[object], *, name: str) -> None:
-    """Raise unless every value is an int >= 1 (naming ``name`` and the bad value)."""
+    """Raise unless every value is an int >= 1 (naming ``name`` and the bad value; :func:`check_int`)."""
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise TypeError(f"{name} must be int(s) >= 1, got {v!r} ({type(v).__name__})")
-        if v < 1:
-            raise ValueError(f"{name} must be >= 1, got {v}")
+        check_int(v, name=name)
 
 
 class Layers:

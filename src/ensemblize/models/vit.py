@@ -14,20 +14,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ensemblize._checks import check_choice, check_int_pair, check_positive, check_rate
 from ensemblize.models.resnet import check_channels
 
 __all__ = ["ViT", "default_patch_size", "vit_small"]
 
 
 def _pair(image_size: int | tuple[int, int]) -> tuple[int, int]:
-    if isinstance(image_size, int) and not isinstance(image_size, bool):
-        size = (image_size, image_size)
-    elif isinstance(image_size, (tuple, list)) and len(image_size) == 2:
-        size = (image_size[0], image_size[1])
-    else:
-        raise TypeError(f"image_size must be an int or an (H, W) pair, got {image_size!r}")
-    check_channels(size, name="image_size")
-    return size
+    return check_int_pair(image_size, name="image_size")
 
 
 def default_patch_size(image_size: int | tuple[int, int]) -> int:
@@ -126,12 +120,9 @@ class ViT(nn.Module):
         }
         for label, value in named.items():
             check_channels([value], name=label)
-        if pool not in ("cls", "mean"):
-            raise ValueError(f"pool must be 'cls' or 'mean', got {pool!r}")
-        if not 0 <= dropout < 1:
-            raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
-        if not mlp_ratio > 0:
-            raise ValueError(f"mlp_ratio must be > 0, got {mlp_ratio!r}")
+        check_choice(pool, ("cls", "mean"), name="pool")
+        dropout = check_rate(dropout, name="dropout")
+        mlp_ratio = check_positive(mlp_ratio, name="mlp_ratio")
         self.image_size = (h, w)
         self.patch_size = p
         self.in_channels = in_channels

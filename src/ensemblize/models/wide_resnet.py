@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from ensemblize._checks import check_rate
 from ensemblize.models.resnet import Layers, check_channels
 
 __all__ = ["WideBlock", "WideResNet", "wide_resnet28"]
@@ -72,8 +73,7 @@ class WideResNet(nn.Module):
         check_channels([widen_factor], name="widen_factor")
         check_channels([in_channels], name="in_channels")
         check_channels([num_classes], name="num_classes")
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
-            raise ValueError(f"dropout must be a float in [0, 1), got {dropout!r}")
+        dropout = check_rate(dropout, name="dropout")
         layers = Layers() if layers is None else layers
         n = (depth - 4) // 6
         widths = [16 * widen_factor, 32 * widen_factor, 64 * widen_factor]

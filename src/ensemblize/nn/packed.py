@@ -41,11 +41,6 @@ from ensemblize.members import check_members
 __all__ = ["PackedConv2d", "PackedLinear", "packed_widths"]
 
 
-def _check_alpha(alpha: object) -> float:
-    """``alpha`` as a finite float > 0 (kept for ``models.ensembles.PackedLayers``; prefer ``check_positive``)."""
-    return check_positive(alpha, name="alpha")
-
-
 def _widths(
     in_channels: int, out_channels: int, members: int, alpha: float, gamma: int, first: bool, last: bool
 ) -> tuple[int, int, int, str | None]:
@@ -91,7 +86,7 @@ def packed_widths(
     in_channels = check_int(in_channels, name="in_channels")
     out_channels = check_int(out_channels, name="out_channels")
     members = check_members(members)
-    a = _check_alpha(alpha)
+    a = check_positive(alpha, name="alpha")
     gamma = check_int(gamma, name="gamma")
     first = check_bool(first, name="first")
     last = check_bool(last, name="last")

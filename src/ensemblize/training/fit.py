@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .._checks import check_int
 from . import distributed as D
 from . import resume as R
 from . import state as S
@@ -85,8 +86,7 @@ def seed_everything(seed: int) -> None:
 
     import numpy as np
 
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    seed = check_int(seed, name="seed", minimum=0)
     random.seed(seed)
     np.random.seed(seed % 2**32)  # noqa: NPY002 - seeding the legacy global RNG is the point
     torch.manual_seed(seed)

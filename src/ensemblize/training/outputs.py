@@ -26,6 +26,8 @@ from collections.abc import Mapping
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._checks import check_choice
+
 __all__ = [
     "REDUCTIONS",
     "logits_of",
@@ -86,8 +88,7 @@ def regression_members(output: object) -> Tensor:
 
 
 def _check_reduction(reduction: str) -> None:
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    check_choice(reduction, REDUCTIONS, name="reduction")
 
 
 def _member_targets(targets: Tensor, b: int, m: int, *, extra: tuple[int, ...] = ()) -> Tensor:
@@ -134,8 +135,4 @@ def member_loss_reduction(model: nn.Module) -> str:
     """The member reduction a model declares (``model.member_loss_reduction``), ``"mean"`` if none."""
     inner = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
     reduction = getattr(inner, "member_loss_reduction", "mean")
-    if reduction not in REDUCTIONS:
-        raise ValueError(
-            f"{type(inner).__name__}.member_loss_reduction must be one of {REDUCTIONS}, got {reduction!r}"
-        )
-    return reduction
+    return check_choice(reduction, REDUCTIONS, name=f"{type(inner).__name__}.member_loss_reduction")

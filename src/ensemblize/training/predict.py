@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_int
+from .._checks import check_choice, check_int
 from . import distributed as D
 from .data import Source, batch_bounds, call_model, check_batch, make_source, split_batch, to_device, tree_map
 from .outputs import class_members, regression_members
@@ -207,8 +207,7 @@ def predict(
     ``task="regression"``: outputs ``(B,)``, ``(B, M)`` or ``(B, M, D)`` returned as ``(N, M)`` or
     ``(N, M, D)``. Other arguments as in :func:`predict_outputs`.
     """
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    check_choice(task, TASKS, name="task")
     transform = (
         (lambda out: torch.softmax(class_members(out), dim=-1))
         if task == "classification"

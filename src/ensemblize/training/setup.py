@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_int, check_labels, check_positive
+from .._checks import check_bool, check_int, check_labels, check_positive
 from . import distributed as D
 from .data import IndexedSource, Source, call_model, check_batch, split_batch, to_device, tree_map
 from .optim import OPTIMIZERS, SCHEDULES, check_decay_filter, decay_filter_name
@@ -191,8 +191,7 @@ def check_options(kw: dict[str, Any]) -> dict[str, Any]:
             raise ValueError("early_stopping_patience needs validation data (val=None)")
     if o["grad_clip"] is not None:
         o["grad_clip"] = check_positive(o["grad_clip"], name="grad_clip")
-    if isinstance(o["seed"], bool) or not isinstance(o["seed"], int) or o["seed"] < 0:
-        raise ValueError(f"seed must be an int >= 0, got {o['seed']!r}")
+    o["seed"] = check_int(o["seed"], name="seed", minimum=0)
     _check_callables(o)
     return o
 
@@ -201,8 +200,7 @@ def _check_callables(o: dict[str, Any]) -> None:
     if o["progress"] is not None and not isinstance(o["progress"], bool):
         raise TypeError(f"progress must be True, False or None, got {o['progress']!r}")
     for key in ("per_member_batches", "resume", "nesterov"):
-        if not isinstance(o[key], bool):
-            raise TypeError(f"{key} must be True or False, got {o[key]!r}")
+        check_bool(o[key], name=key)
     for key in ("labels_key", "desc"):
         if not isinstance(o[key], str):
             raise TypeError(f"{key} must be a string, got {o[key]!r}")
