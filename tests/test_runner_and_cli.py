@@ -222,3 +222,14 @@ def test_evaluate_refuses_a_run_without_a_complete_manifest(tmp_path):
     res = CliRunner().invoke(app, ["evaluate", str(tmp_path)])
     assert res.exit_code == 2 and "Invalid value for 'RUN_DIR'" in res.output and "manifest.json" in res.output
     assert not (tmp_path / "evaluation.json").exists()
+
+
+@pytest.mark.slow
+def test_quiet_run_prints_nothing(tmp_path):
+    from ensemblize.cli import app
+
+    out = tmp_path / "q"
+    args = ["run", "--out", str(out), "--epochs", "1", "--members", "2", "--no-evaluate", "--quiet"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert res.output == "" and (out / "manifest.json").is_file()
