@@ -6,20 +6,6 @@ imports keep working through this re-export; new code imports from :mod:`ensembl
 
 from __future__ import annotations
 
-from .sigma.convert import (
-    DEFAULT_NOISE,
-    GATE_INIT_BOUND,
-    NormSelection,
-    SigmaEnsemble,
-    convert_norms,
-    sigma_ensemble,
-)
+from .sigma.convert import DEFAULT_NOISE, GATE_INIT_BOUND, SigmaEnsemble, convert_norms, sigma_ensemble
 
-__all__ = [
-    "sigma_ensemble",
-    "SigmaEnsemble",
-    "convert_norms",
-    "NormSelection",
-    "DEFAULT_NOISE",
-    "GATE_INIT_BOUND",
-]
+__all__ = ["sigma_ensemble", "SigmaEnsemble", "convert_norms", "DEFAULT_NOISE", "GATE_INIT_BOUND"]
