@@ -182,3 +182,10 @@ def check_rate(value: object, *, name: str) -> float:
     if not 0 <= v < 1:  # False for NaN too
         raise ValueError(f"{name} must lie in [0, 1), got {value!r}")
     return v
+
+
+def check_module(value: object, *, name: str) -> torch.nn.Module:
+    """Return ``value`` if it is a ``torch.nn.Module``, else raise TypeError naming ``name`` and its type."""
+    if not isinstance(value, torch.nn.Module):
+        raise TypeError(f"{name} must be a torch.nn.Module, got {type(value).__name__}")
+    return value
