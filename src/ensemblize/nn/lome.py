@@ -83,9 +83,12 @@ def _member_blocks(members: int, fout: int, fin: int, itemsize: int) -> list[tup
     return [(s, min(members, s + size)) for s in range(0, members, size)]
 
 
-def _lome_member_weights(weight: Tensor, a: Tensor, b: Tensor) -> Tensor:
-    """``W_k = W ⊙ (1 + A_k B_kᵀ)`` for the members in ``a``/``b``, ``(k, out, in)``: one thin bmm, one fused pass."""
-    residual = torch.bmm(a, b.transpose(1, 2))
+def _lome_member_weights(weight: Tensor, a: Tensor, b: Tensor, buf: Tensor) -> Tensor:
+    """``W_k = W ⊙ (1 + A_k B_kᵀ)`` for the k members in ``a``/``b``, written into ``buf[:k]``.
+
+    One thin bmm and one fused pass; ``buf`` (``(≥k, out, in)``) is reused across member blocks.
+    """
+    residual = torch.bmm(a, b.transpose(1, 2), out=buf[: a.shape[0]])
     return torch.addcmul(weight, weight, residual, out=residual)
 
 
@@ -120,11 +123,12 @@ class _LoMEMaterialized(torch.autograd.Function):
         batch = x.shape[0]
         shared = members > 1 and x.stride(1) == 0
         blocks = _member_blocks(members, fout, fin, weight.element_size())
+        buf = weight.new_empty(blocks[0][1] - blocks[0][0], fout, fin)  # one block's weights, reused
         if shared:
             x0 = x[:, 0]
             y = x0.new_empty(batch, members, fout)
             for s, e in blocks:
-                flat = _lome_member_weights(weight, a[s:e], b[s:e]).view((e - s) * fout, fin).t()
+                flat = _lome_member_weights(weight, a[s:e], b[s:e], buf).view((e - s) * fout, fin).t()
                 yb = torch.mm(x0, flat) if bias is None else torch.addmm(bias[s:e].reshape(-1), x0, flat)
                 if len(blocks) == 1:
                     y = yb.view(batch, members, fout)
@@ -135,7 +139,7 @@ class _LoMEMaterialized(torch.autograd.Function):
             xk = x.transpose(0, 1)
             yk = x.new_empty(members, batch, fout)
             for s, e in blocks:
-                wt = _lome_member_weights(weight, a[s:e], b[s:e]).transpose(1, 2)
+                wt = _lome_member_weights(weight, a[s:e], b[s:e], buf).transpose(1, 2)
                 if bias is None:
                     torch.bmm(xk[s:e], wt, out=yk[s:e])
                 else:
@@ -158,9 +162,12 @@ class _LoMEMaterialized(torch.autograd.Function):
         ga = torch.empty_like(a) if need_a else None
         gb = torch.empty_like(b) if need_b else None
         gy2 = gy.reshape(gy.shape[0], members * fout) if ctx.shared else None
-        for s, e in _member_blocks(members, fout, fin, weight.element_size()):
-            residual = torch.bmm(a[s:e], b[s:e].transpose(1, 2))
-            wk = torch.addcmul(weight, weight, residual)
+        blocks = _member_blocks(members, fout, fin, weight.element_size())
+        size = blocks[0][1] - blocks[0][0]
+        res_buf, wk_buf = weight.new_empty(size, fout, fin), weight.new_empty(size, fout, fin)
+        for s, e in blocks:
+            residual = torch.bmm(a[s:e], b[s:e].transpose(1, 2), out=res_buf[: e - s])
+            wk = torch.addcmul(weight, weight, residual, out=wk_buf[: e - s])
             if gxk is not None:
                 torch.bmm(gyk[s:e], wk, out=gxk[s:e])
             if gy2 is not None:  # G = gyᵀ x_0 as one GEMM, written into the weights' buffer
