@@ -139,3 +139,5 @@ def test_dask_sweep(tmp_path):
     assert proc.returncode == 0, f"dask sweep failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     records = json.loads((tmp_path / "tau-sweep" / "results.json").read_text())
     assert sorted(r["method"] for r in records) == ["sigma_tau=1", "sigma_tau=5"]
+    assert "--scheduler tcp://" in proc.stdout  # the command was given the cluster's address
+    assert (tmp_path / "tau-sweep" / "report.html").is_file()

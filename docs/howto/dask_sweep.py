@@ -15,31 +15,29 @@ On real machines::
     ensemblize experiment tau-sweep --scheduler tcp://HOST:8786 --out runs/tau --seeds 0,1,2
 
 Every worker needs the same ensemblize (and data, for CIFAR) installed. This script does the same
-on a throw-away local cluster, through the Python API that the command line calls:
+on a throw-away local cluster: it starts the cluster in Python and runs the command line against it
 
     python docs/howto/dask_sweep.py --small      (what the test suite runs)
+
+When the sweep ends the run folder holds ``results.json``, the tables, the figures and
+``report.html`` (open it in a browser), exactly as for a sweep run in one process.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 #: Public names this how-to needs (the test suite checks they exist before running it).
-REQUIRES = (
-    "distributed.LocalCluster",
-    "ensemblize.experiments.jobs.Execution",
-    "ensemblize.experiments.image.tau_sweep",
-)
+REQUIRES = ("distributed.LocalCluster", "ensemblize.cli.app")
 
 
 def main(small: bool = False, out: str | None = None) -> list[dict]:
     from distributed import LocalCluster
-
-    from ensemblize.experiments.image import tau_sweep
-    from ensemblize.experiments.jobs import Execution
 
     folder = Path(out or tempfile.mkdtemp(prefix="ensemblize-dask-")) / "tau-sweep"
     workers = 1 if small else 2  # each worker is a process that imports torch: keep the small run light
@@ -47,20 +45,20 @@ def main(small: bool = False, out: str | None = None) -> list[dict]:
         n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
     ) as cluster:
         print(f"Dask scheduler at {cluster.scheduler_address} with {workers} worker(s)")
-        # the command line equivalent:
-        #   ensemblize experiment tau-sweep --scheduler ADDRESS --taus 1,5 --seeds 0 --epochs 1 --eval tiny
-        records = tau_sweep(
-            taus=(1.0, 5.0) if small else (0.5, 1.0, 2.0, 5.0),
-            seeds=(0,) if small else (0, 1, 2),
-            epochs=1 if small else 15,
-            evaluation="tiny" if small else "reduced",
-            out=folder,
-            execution=Execution(scheduler=cluster.scheduler_address, quiet=small),
+        size = (
+            ["--taus", "1,5", "--seeds", "0", "--epochs", "1", "--eval", "tiny"]
+            if small
+            else ["--taus", "0.5,1,2,5"]
         )
-    print(f"{len(records)} records from the cluster; run folder {folder}")
+        command = ["ensemblize", "experiment", "tau-sweep", "--scheduler", cluster.scheduler_address,
+                   "--out", str(folder), *size]  # fmt: skip
+        print("$ " + " ".join(command))
+        # `python -m ensemblize.cli` is the `ensemblize` command of this interpreter's environment
+        subprocess.run([sys.executable, "-m", "ensemblize.cli", *command[1:]], check=True)
+    records = json.loads((folder / "results.json").read_text())
+    print(f"{len(records)} records from the cluster; run folder {folder} (report.html inside)")
     for r in records:
         print(f"  {r['method']}: accuracy {r['metrics']['accuracy']:.3f}, ECE {r['metrics']['ece']:.3f}")
-    json.loads((folder / "results.json").read_text())  # the merged results, written by this process
     return records
 
 
