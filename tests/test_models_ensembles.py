@@ -54,7 +54,7 @@ def test_deep_ensemble_rejects_bad_members():
         DeepEnsemble([])
     with pytest.raises(ValueError, match=r"models\[1\] is the same object"):
         DeepEnsemble([lin, lin])
-    with pytest.raises(TypeError, match=r"models\[1\] must be an nn.Module"):
+    with pytest.raises(TypeError, match=r"models\[1\] must be a torch.nn.Module"):
         DeepEnsemble([lin, "x"])
 
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from ensemblize._checks import check_int, check_positive
+from ensemblize._checks import check_int, check_module, check_positive
 from ensemblize.members import check_members, interleave, unfold
 from ensemblize.models.resnet import Layers
 
@@ -38,8 +38,7 @@ def count_parameters(module: nn.Module, *, trainable_only: bool = False) -> int:
 
     With ``trainable_only=True`` only parameters with ``requires_grad`` are counted.
     """
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"count_parameters expects an nn.Module, got {type(module).__name__}")
+    check_module(module, name="module")
     return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
 
 
@@ -71,8 +70,7 @@ class DeepEnsemble(nn.Module):
         if not models:
             raise ValueError("DeepEnsemble needs at least one model, got an empty sequence")
         for i, m in enumerate(models):
-            if not isinstance(m, nn.Module):
-                raise TypeError(f"models[{i}] must be an nn.Module, got {type(m).__name__}")
+            check_module(m, name=f"models[{i}]")
         ids = [id(m) for m in models]
         if len(set(ids)) != len(ids):
             dup = next(i for i, k in enumerate(ids) if ids.index(k) != i)
@@ -92,8 +90,7 @@ class SingleMember(nn.Module):
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
-        if not isinstance(model, nn.Module):
-            raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+        check_module(model, name="model")
         self.model = model
         self.members = 1
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_finite, check_int, check_labels, check_positive
+from .._checks import check_finite, check_int, check_labels, check_module, check_positive
 
 __all__ = ["fit_temperature", "TemperatureScaled"]
 
@@ -63,8 +63,7 @@ class TemperatureScaled(nn.Module):
 
     def __init__(self, model: nn.Module, temperature: float) -> None:
         super().__init__()
-        if not isinstance(model, nn.Module):
-            raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+        check_module(model, name="model")
         temperature = check_positive(temperature, name="temperature")
         self.model = model
         self.register_buffer("temperature", torch.tensor(float(temperature)))

@@ -7,7 +7,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from ensemblize._checks import check_int
+from ensemblize._checks import check_int, check_module
 
 __all__ = ["SelectiveNet", "SelectiveOutput", "SELECTION_DIVISOR"]
 
@@ -82,8 +82,7 @@ class SelectiveNet(nn.Module):
 
     def __init__(self, features: nn.Module, feature_dim: int, num_classes: int, *, hidden: int = 512) -> None:
         super().__init__()
-        if not isinstance(features, nn.Module):
-            raise TypeError(f"features must be an nn.Module, got {type(features).__name__}")
+        check_module(features, name="features")
         self.feature_dim = check_int(feature_dim, name="feature_dim", minimum=1)
         self.num_classes = check_int(num_classes, name="num_classes", minimum=2)
         self.hidden = check_int(hidden, name="hidden", minimum=1)

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_finite_real, check_int, check_positive
+from .._checks import check_finite_real, check_int, check_module, check_positive
 from ..members import check_members, interleave, unfold
 from ..nn.sigma_norm import (
     SigmaBatchNorm1d,
@@ -131,8 +131,7 @@ def convert_norms(
     :func:`sigma_ensemble` unless you manage the member layout yourself. Arguments are checked as
     in :func:`sigma_ensemble`.
     """
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"module must be an nn.Module, got {type(module).__name__}")
+    check_module(module, name="module")
     members, noise, gate_init = _check_conversion(members, noise, gate_init)
     selected = _norm_filter(module, layers)
     replaced: list[str] = []
@@ -271,8 +270,7 @@ def sigma_ensemble(
             outside ``±GATE_INIT_BOUND``, ``seed < 0``, ``layers`` names a layer that is not a norm
             layer of ``model``, or nothing is left to convert.
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"sigma_ensemble expects an nn.Module, got {type(model).__name__}")
+    check_module(model, name="model")
     members, noise, gate_init = _check_conversion(members, noise, gate_init)
     if seed is not None:
         seed = check_int(seed, name="seed", minimum=0)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 
 from torch import nn
 
+from .._checks import check_module
 from ..nn.sigma_norm import SigmaNorm
 
 __all__ = ["sigma_layers", "LayerSelection"]
@@ -32,8 +33,7 @@ def sigma_layers(model: nn.Module, layers: LayerSelection = None) -> list[tuple[
         ValueError: ``model`` has no σNorm layer, a requested name does not exist, or the
             selection matches no layer.
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    check_module(model, name="model")
     found = [(n, m) for n, m in model.named_modules() if isinstance(m, SigmaNorm)]
     if not found:
         raise ValueError(

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_int
+from .._checks import check_int, check_module
 from . import distributed as D
 from . import resume as R
 from . import state as S
@@ -180,8 +180,7 @@ def fit(
     initialised process group) the model is wrapped in DistributedDataParallel and only rank 0
     writes files or progress; see :mod:`ensemblize.training.distributed`.
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_module(model, name="model")
     opts = check_options(locals())
     dev = model_device(model) if device is None else torch.device(device)
     ctx = D.setup(dev)

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_choice, check_int
+from .._checks import check_choice, check_int, check_module
 from . import distributed as D
 from .data import Source, batch_bounds, call_model, check_batch, make_source, split_batch, to_device, tree_map
 from .outputs import class_members, regression_members
@@ -119,8 +119,7 @@ def _local_outputs(module, source, *, transform, batch_size, device, ctx, bar) -
 def _gather_outputs(model: nn.Module, data: object, o: dict[str, Any]) -> tuple[Tensor, Any]:
     batch_size = check_int(o["batch_size"], name="batch_size", minimum=1)
     module = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_module(module, name="model")
     dev = model_device(module) if o["device"] is None else torch.device(o["device"])
     module.to(dev)
     ctx = D.current()
