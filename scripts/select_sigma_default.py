@@ -123,6 +123,91 @@ def left_initial(row: dict) -> bool:
     return row["ks"] >= 0.5 and row["end"]["spread"] >= 2 * row["init"]["spread"]
 
 
+def _load(folder: Path) -> dict[tuple[float, float], dict[int, dict]]:
+    rows: dict[tuple[float, float], dict[int, dict]] = {}
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            rows.setdefault((r["tau"], r["lam"]), {})[r["seed"]] = r
+    return rows
+
+
+def _ms(values: list[float], fmt: str = ".4f") -> str:
+    t = torch.tensor(values, dtype=torch.float64)
+    if len(values) == 1:
+        return format(values[0], fmt)
+    return f"{format(float(t.mean()), fmt)} ± {format(float(t.std()), fmt)}"
+
+
+def _row(key: tuple[float, float], runs: dict[int, dict]) -> str:
+    rs = [runs[s] for s in sorted(runs)]
+    cells = [
+        f"{key[0]:g}",
+        f"{key[1]:g}",
+        ",".join(map(str, sorted(runs))),
+        _ms([r["val_nll"] for r in rs]),
+        _ms([r["val_accuracy"] for r in rs]),
+        _ms([r["val_ece"] for r in rs]),
+        _ms([r["init"]["spread"] for r in rs], ".3f") + " → " + _ms([r["end"]["spread"] for r in rs], ".3f"),
+        _ms([r["ks"] for r in rs], ".3f"),
+        _ms([r["flipped"] for r in rs], ".3f"),
+        _ms([r["init"]["owners"] for r in rs], ".2f") + " → " + _ms([r["end"]["owners"] for r in rs], ".2f"),
+        _ms([r["end"]["binary"] for r in rs], ".3f"),
+        "yes"
+        if all(left_initial(r) for r in rs)
+        else ("no" if not any(left_initial(r) for r in rs) else "mixed"),
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+HEADER = (
+    "| τ | λ | seeds | val NLL | val acc | val ECE | spread init → end | KS | flipped "
+    "| owners init → end | binary end | left |\n" + "|---" * 12 + "|"
+)
+
+
+def chosen(rows: dict[tuple[float, float], dict[int, dict]], seeds: int = 3) -> tuple[float, float] | None:
+    """Lowest mean validation NLL among settings run on ``seeds`` seeds that left on every seed."""
+    ok = [k for k, runs in rows.items() if len(runs) >= seeds and all(left_initial(r) for r in runs.values())]
+    if not ok:
+        return None
+    return min(ok, key=lambda k: sum(r["val_nll"] for r in rows[k].values()) / len(rows[k]))
+
+
+def report(folder: Path) -> str:
+    """The markdown of docs/results/sigma_default.md from the JSONL files in ``folder``."""
+    rows = _load(folder)
+    grid = {k: {0: v[0]} for k, v in rows.items() if 0 in v}
+    lines = ["### Stage 1: the whole grid, seed 0", "", HEADER]
+    lines += [_row(k, grid[k]) for k in sorted(grid)]
+    multi = {k: v for k, v in rows.items() if len(v) > 1}
+    lines += ["", "### Stage 2: candidates on seeds 0–2 (mean ± std)", "", HEADER]
+    lines += [_row(k, multi[k]) for k in sorted(multi)]
+    best = chosen(rows)
+    if best is not None:
+        lines += ["", f"### Chosen default: τ = {best[0]:g}, λ = {best[1]:g}", ""]
+        lines += ["Owners per feature (gate ≥ ½) per σNorm layer, init → end, per seed:", ""]
+        runs = rows[best]
+        names = list(runs[min(runs)]["init"]["per_layer"])
+        lines.append("| layer | " + " | ".join(f"seed {s}" for s in sorted(runs)) + " |")
+        lines.append("|---" * (len(runs) + 1) + "|")
+        for n in [*names, "overall"]:
+            cells = []
+            for s in sorted(runs):
+                r = runs[s]
+                if n == "overall":
+                    a, b = r["init"]["owners"], r["end"]["owners"]
+                else:
+                    a, b = r["init"]["per_layer"][n], r["end"]["per_layer"][n]
+                cells.append(f"{a:.2f} → {b:.2f}")
+            lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        lines += ["", "Features with 0 / 1 / 2 / 3 / 4 owners (all layers), init → end:", ""]
+        for s in sorted(runs):
+            r = runs[s]
+            lines.append(f"- seed {s}: {r['init']['histogram']} → {r['end']['histogram']}")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", default="0")
@@ -131,13 +216,17 @@ def main() -> None:
     p.add_argument("--extra", default="5.0:0.0", help="extra tau:lam pairs (comma-separated)")
     p.add_argument("--epochs", type=int, default=15)
     p.add_argument("--out", default="runs/sigma_default/grid.jsonl")
+    p.add_argument("--report", action="store_true", help="print the markdown tables of --out's folder")
     a = p.parse_args()
     torch.set_num_threads(1)
     out = Path(a.out)
+    if a.report:
+        print(report(out.parent), end="")
+        return
     out.parent.mkdir(parents=True, exist_ok=True)
-    done = set()
-    if out.exists():
-        for line in out.read_text().splitlines():
+    done = set()  # settings already in any JSONL file of the output folder are skipped
+    for path in out.parent.glob("*.jsonl"):
+        for line in path.read_text().splitlines():
             r = json.loads(line)
             done.add((r["tau"], r["lam"], r["seed"], r["epochs"]))
     pairs = [(float(t), float(lam)) for t in a.taus.split(",") for lam in a.lams.split(",")]
