@@ -351,3 +351,22 @@ def test_lome_materialized_blocks_match_explicit_members(monkeypatch, block_byte
         )
 
     assert torch.autograd.gradcheck(fn, (xg, *params))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: LoMELinear(3, 2, 2, 1, 0.1),
+        lambda: LoMELinear(3, 2, 2, 1, 0.1, form="materialized"),
+        lambda: AdditiveLowRankLinear(3, 2, 2, 1, 0.1),
+        lambda: EnsembleLinear(3, 2, 2),
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.complex64, torch.float64])
+def test_input_dtype_other_than_the_parameters_raises_named_error(make, dtype):
+    layer = make()
+    with pytest.raises(TypeError, match=f"expects input of dtype torch.float32 .* got {dtype}"):
+        layer(torch.ones(4, 2, 3).to(dtype))
+    assert layer(torch.ones(0, 2, 3)).shape == (0, 2, 2)  # an empty batch is fine
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast casts for the kernels itself
+        assert torch.isfinite(layer(torch.ones(4, 2, 3, dtype=torch.bfloat16)).float()).all()

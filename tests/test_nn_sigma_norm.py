@@ -326,3 +326,53 @@ def test_member_affine_handles_empty_batch_and_no_input_grad():
     x = torch.randn(4, 5)  # no grad on the input: parameter gradients only
     (layer(x) ** 2).sum().backward()
     assert layer.gate_logits.grad is not None and torch.isfinite(layer.gate_logits.grad).all()
+
+
+@pytest.mark.parametrize(
+    ("make", "shape"),
+    [
+        (lambda: SigmaBatchNorm1d(3, 2), (4, 3)),
+        (lambda: SigmaBatchNorm2d(3, 2), (4, 3, 2, 2)),
+        (lambda: SigmaLayerNorm(3, 2), (4, 3)),
+        (lambda: SigmaGroupNorm(1, 3, 2), (4, 3, 2)),
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.complex64, torch.float64])
+def test_input_dtype_other_than_the_parameters_raises_named_error(make, shape, dtype):
+    layer = make()
+    with pytest.raises(TypeError, match="dtype"):
+        layer(torch.ones(shape).to(dtype))
+    assert torch.isfinite(layer.double()(torch.randn(shape, dtype=torch.float64))).all()
+
+
+@pytest.mark.parametrize(
+    ("cls", "shape"),
+    [(SigmaBatchNorm1d, (2, 3)), (SigmaBatchNorm1d, (0, 3)), (SigmaBatchNorm2d, (2, 3, 1, 1))],
+)
+def test_batchnorm_with_one_value_per_channel_and_member_raises_named_error(cls, shape):
+    layer = cls(3, 2).train()
+    with pytest.raises(ValueError, match="needs more than one value per channel and member"):
+        layer(torch.randn(shape))
+    layer.eval()  # running statistics: any batch size works
+    assert layer(torch.randn(shape)).shape == shape
+
+
+@pytest.mark.parametrize(
+    ("make", "shape"),
+    [
+        (lambda: SigmaBatchNorm2d(3, 2), (4, 3, 2, 2)),
+        (lambda: SigmaLayerNorm(3, 2), (4, 3)),
+        (lambda: SigmaGroupNorm(1, 3, 2), (4, 3, 2)),
+    ],
+)
+def test_bfloat16_autocast_forward_and_backward_stay_close_to_float32(make, shape):
+    torch.manual_seed(16)
+    layer = _randomize(make(), seed=16)
+    x = torch.randn(shape)
+    xb = x.to(torch.bfloat16).requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = layer(xb)
+    y.float().sum().backward()
+    ref = layer(x.to(torch.bfloat16).float())
+    torch.testing.assert_close(y.float(), ref, atol=0.1, rtol=0.05)
+    assert torch.isfinite(xb.grad.float()).all() and layer.gate_logits.grad.dtype == torch.float32

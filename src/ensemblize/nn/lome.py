@@ -39,14 +39,22 @@ _FORMS = ("auto", "materialized", "factored")
 # ----------------------------------------------------------------------------------------------
 # helpers shared with ensemblize.nn.batch_ensemble
 # ----------------------------------------------------------------------------------------------
-def _check_ensemble_input(x: object, members: int, in_features: int, layer: str) -> Tensor:
-    """Raise unless ``x`` is a ``(B, K, in)`` tensor with the layer's K and ``in``."""
+def _check_ensemble_input(
+    x: object, members: int, in_features: int, layer: str, dtype: torch.dtype | None = None
+) -> Tensor:
+    """Raise unless ``x`` is a ``(B, K, in)`` tensor with the layer's K and ``in``.
+
+    With ``dtype`` (the layer's parameter dtype) also raise TypeError unless ``x`` has that dtype,
+    except under autocast, which casts for the kernels itself.
+    """
     if not isinstance(x, Tensor):
         raise TypeError(f"{layer} expects a torch.Tensor of shape (B, K, in), got {type(x).__name__}")
     if x.dim() != 3 or x.shape[1] != members or x.shape[2] != in_features:
         raise ValueError(
             f"{layer} expects input of shape (B, K, in) = (B, {members}, {in_features}), got {tuple(x.shape)}"
         )
+    if dtype is not None and x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
+        raise TypeError(f"{layer} expects input of dtype {dtype} (its parameters' dtype), got {x.dtype}")
     return x
 
 
@@ -277,7 +285,7 @@ class _LowRankEnsembleLinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, K, in) -> (B, K, out)``."""
-        _check_ensemble_input(x, self.members, self.in_features, type(self).__name__)
+        _check_ensemble_input(x, self.members, self.in_features, type(self).__name__, self.weight.dtype)
         if self.resolved_form(x.shape[0]) == "factored":
             y = self._factored(x)
             return y if self.bias is None else y + self.bias
@@ -348,6 +356,8 @@ class LoMELinear(_LowRankEnsembleLinear):
         return torch.addcmul(self.weight, self.weight, residual)
 
     def _materialized(self, x: Tensor) -> Tensor:
+        if torch.is_autocast_enabled(x.device.type):  # autocast does not cast inside a Function
+            return super()._materialized(x)
         return _LoMEMaterialized.apply(x, self.weight, self.A, self.B, self.bias)
 
     def _factored(self, x: Tensor) -> Tensor:
@@ -442,7 +452,7 @@ class EnsembleLinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, K, in) -> (B, K, out)``."""
-        _check_ensemble_input(x, self.members, self.in_features, type(self).__name__)
+        _check_ensemble_input(x, self.members, self.in_features, type(self).__name__, self.weight.dtype)
         xk = x.transpose(0, 1)
         y = (
             torch.bmm(xk, self.weight)

@@ -33,6 +33,7 @@ gradient and one fused batch-axis reduction (the batch-norm backward kernel) for
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from numbers import Integral
 
@@ -65,12 +66,19 @@ def _check_eps(eps: object) -> float:
     return check_positive(eps, name="eps", allow_zero=True)
 
 
-def _check_input(layer: nn.Module, x: object) -> Tensor:
-    """Raise TypeError unless ``x`` is a floating-point tensor."""
+def _check_input(layer: SigmaNorm, x: object) -> Tensor:
+    """Raise TypeError unless ``x`` is a real floating-point tensor of the layer's parameter dtype.
+
+    Under autocast the dtypes may differ (the norm kernels run in float32 there).
+    """
+    name = type(layer).__name__
     if not isinstance(x, Tensor):
-        raise TypeError(f"{type(layer).__name__} expects a torch.Tensor, got {type(x).__name__}")
-    if not (x.is_floating_point() or x.is_complex()):
-        raise TypeError(f"{type(layer).__name__} expects a floating-point input, got dtype {x.dtype}")
+        raise TypeError(f"{name} expects a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} expects a floating-point input, got dtype {x.dtype}")
+    dtype = layer.weight.dtype
+    if x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
+        raise TypeError(f"{name} expects input of dtype {dtype} (its parameters' dtype), got {x.dtype}")
     return x
 
 
@@ -259,13 +267,18 @@ class _SigmaBatchNorm(SigmaNorm):
             )
         b = self._check_batch(x)
         m, c = self.members, self.num_features
+        use_batch_stats = self.training or not self.track_running_stats
+        if use_batch_stats and b * math.prod(x.shape[2:]) <= 1:
+            raise ValueError(
+                f"{type(self).__name__} with batch statistics needs more than one value per channel and member, "
+                f"got input of shape {tuple(x.shape)} ({b} sample(s) per member, members={m})"
+            )
         scale, shift = _GatedAffine.apply(self.gate_logits, self.weight, self.bias, True)  # (M·C,) each
         if self.training and self.track_running_stats:
             self.num_batches_tracked.add_(1)
             factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
         else:
             factor = 0.0
-        use_batch_stats = self.training or not self.track_running_stats
         y = F.batch_norm(
             x.reshape(b, m * c, *x.shape[2:]),
             self.running_mean.view(m * c) if self.running_mean is not None else None,
@@ -342,7 +355,9 @@ class _MemberAffine(torch.autograd.Function):
         grad = grad.contiguous()
         gx = gscale = gshift = None
         if ctx.needs_input_grad[0]:
-            gx = torch.mul(grad.view(batch, members, *xhat.shape[1:]), scale.view(view)).view(xhat.shape)
+            gx = torch.mul(grad.view(batch, members, *xhat.shape[1:]), scale.view(view))
+            gx = gx.view(xhat.shape).to(xhat.dtype)  # dtypes differ only under autocast
+        xhat = xhat.to(grad.dtype)
         if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
             cols = xhat.numel() // batch if batch else 0
             full = (members, *xhat.shape[1:])
@@ -364,8 +379,12 @@ class _MemberAffine(torch.autograd.Function):
                 )
             axes = tuple(i for i in range(1, len(view)) if view[i] == 1 and full[i] != 1)
             gs_full, gb_full = gs_full.view(full), gb_full.view(full)
-            gscale = (gs_full.sum(axes, keepdim=True) if axes else gs_full).reshape(scale.shape)
-            gshift = (gb_full.sum(axes, keepdim=True) if axes else gb_full).reshape(scale.shape)
+            gscale = (
+                (gs_full.sum(axes, keepdim=True) if axes else gs_full).reshape(scale.shape).to(scale.dtype)
+            )
+            gshift = (
+                (gb_full.sum(axes, keepdim=True) if axes else gb_full).reshape(scale.shape).to(scale.dtype)
+            )
         return gx, gscale, gshift, None
 
 
