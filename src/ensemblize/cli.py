@@ -97,11 +97,20 @@ EXECUTION_OPTIONS: dict[str, tuple[Any, Any]] = {
 # --- options shared by several commands ----------------------------------------------------------
 
 _DATA = {
-    "dataset": Opt("digits (embedded), cifar10 or cifar100 (from --data-root)."),
+    "dataset": Opt("digits (embedded), mnist1d (generated offline), cifar10 or cifar100 (from --data-root)."),
     "data_root": Opt("Folder with the extracted CIFAR archive.", cli_type=Optional[Path]),  # noqa: UP045
+    "train_size": Opt(
+        "Train on a stratified subset of this many examples (low-data regime; val/test unchanged).",
+        cli_type=Optional[int],  # noqa: UP045
+        min=1,
+    ),
 }
 _BACKBONE = {
-    "model": Opt("Backbone: resnet_small, resnet18, wrn28, vit_small."),
+    "model": Opt(
+        "Backbone: resnet_small, resnet18, wrn28, vit_small (images; default resnet_small); "
+        "resnet1d, transformer1d (mnist1d; default resnet1d).",
+        cli_type=Optional[str],  # noqa: UP045
+    ),
     "width": Opt("Backbone base width (default: the backbone's own).", cli_type=Optional[int], min=1),  # noqa: UP045
     "epochs": Opt("Training epochs per model (same budget for every method).", min=1),
     "seeds": Opt("Comma-separated seeds (data split, initialisation, batch order).", items=int),
@@ -134,7 +143,7 @@ COMMANDS: dict[str, tuple[str, dict[str, Opt]]] = {
             "seed": Opt("Random seed (data split, initialisation, batch order), ≥ 0."),
             "epochs": _BACKBONE["epochs"],
             "members": Opt("Ensemble size M for the deep ensemble and σN-Ens (≥ 2)."),
-            "model": _BACKBONE["model"],
+            "model": Opt("Backbone: resnet_small, resnet18, wrn28, vit_small."),
             "ood": Opt(
                 "OOD sets: any of gaussian, uniform, shuffled, photos (far-OOD), heldout (train on digits "
                 "0-5, 6-9 are near-OOD)."
@@ -195,7 +204,8 @@ COMMANDS: dict[str, tuple[str, dict[str, Opt]]] = {
             "finetune_lr": Opt("Fine-tuning peak learning rate (cosine)."),
             **_SIGMA,
             "heldout": Opt(
-                "digits: train on 0–5 and add 6–9 as near-OOD set 'heldout'.", flag="--heldout/--no-heldout"
+                "digits / mnist1d: train on 0–5 and add 6–9 as near-OOD set 'heldout'.",
+                flag="--heldout/--no-heldout",
             ),
             **_EVAL_DEVICE,
         },
@@ -203,9 +213,14 @@ COMMANDS: dict[str, tuple[str, dict[str, Opt]]] = {
     "selective": (
         "ensemblize.experiments.selective:selective",
         {
-            "dataset": Opt("'digits' (embedded) or 'cifar100' (from --data-root)."),
+            "dataset": Opt(
+                "'digits' (embedded), 'mnist1d' (generated offline) or 'cifar100' (from --data-root)."
+            ),
             "data_root": _DATA["data_root"],
-            "model": Opt("Backbone (its .head is replaced by Identity)."),
+            "model": Opt(
+                "Backbone (its .head is replaced by Identity); default resnet_small, resnet1d on mnist1d.",
+                cli_type=Optional[str],  # noqa: UP045
+            ),
             "epochs": Opt("Training epochs per model.", min=1),
             "seeds": _BACKBONE["seeds"],
             "targets": Opt("Target coverages SelectiveNet/SYNC train for.", items=float),

@@ -32,10 +32,8 @@ import torch
 from torch import Tensor, nn
 
 from .. import metrics as M
-from ..data.corruptions import CORRUPTIONS, corrupt
+from ..data.datasets import Benchmark
 from ..data.images import ImageSplits
-from ..data.ood import NAMES as OOD_NAMES
-from ..data.ood import ood_sets
 from ..training import predict
 from .names import CLEAN_METRICS, HEADLINE_METRICS, SCORES
 
@@ -59,10 +57,10 @@ class EvalSpec:
     ``ood``: far-OOD set names from :data:`ensemblize.data.ood.NAMES`; ``n_bins``: ECE bins.
     """
 
-    corruptions: tuple[str, ...] = CORRUPTIONS
+    corruptions: tuple[str, ...] | None = None
     severities: tuple[int, ...] = (1, 2, 3, 4, 5)
     corruption_samples: int | None = None
-    ood: tuple[str, ...] = OOD_NAMES
+    ood: tuple[str, ...] | None = None
     n_bins: int = 15
     batch_size: int = 512
 
@@ -176,18 +174,19 @@ def evaluate_classifier(
     }
 
     # --- shift ---------------------------------------------------------------------------------
-    kinds = [k for k in spec.corruptions if not (k == "saturate" and splits.in_channels == 1)]
+    bench = Benchmark.for_splits(splits)
+    kinds = bench.shift_kinds if spec.corruptions is None else spec.corruptions
+    kinds = [
+        k for k in kinds if not (k == "saturate" and bench.modality == "image" and splits.in_channels == 1)
+    ]
     if kinds and spec.severities:
         n = len(y_test) if spec.corruption_samples is None else min(spec.corruption_samples, len(y_test))
-        x01 = splits.denormalize(x_test[:n]).clamp(0, 1).numpy().astype(np.float64)
-        ref = min(32, int(x_test.shape[-1]))
         per_sev: dict[int, dict[str, list[float]]] = {
             s: {"accuracy": [], "nll": [], "ece": []} for s in spec.severities
         }
         for kind in kinds:
             for sev in spec.severities:
-                xc = corrupt(x01, kind, sev, seed, reference_size=ref)
-                pc = probs(splits.normalize(xc))
+                pc = probs(bench.shift(x_test[:n], kind, sev, seed=seed))
                 per_sev[sev]["accuracy"].append(M.accuracy(pc, y_test[:n]))
                 per_sev[sev]["nll"].append(M.nll(pc, y_test[:n]))
                 per_sev[sev]["ece"].append(M.ece(pc, y_test[:n], n_bins=spec.n_bins))
@@ -203,7 +202,8 @@ def evaluate_classifier(
         }
 
     # --- OOD -------------------------------------------------------------------------------------
-    sets: dict[str, Tensor] = dict(ood_sets(splits, kinds=spec.ood, seed=seed)) if spec.ood else {}
+    ood_kinds = bench.ood_kinds if spec.ood is None else spec.ood
+    sets: dict[str, Tensor] = dict(bench.ood_sets(kinds=ood_kinds, seed=seed)) if ood_kinds else {}
     sets.update(extra_ood or {})
     if sets:
         id_conf = _confidences(p)

@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..default_job import DEFAULT_LAM, DEFAULT_TAU
 from ..evaluation.names import HEADLINE_METRICS
 from . import options as O
 from .image_report import (
@@ -91,7 +92,7 @@ REDUCED_CORRUPTIONS = ("gaussian_noise", "gaussian_blur", "contrast", "pixelate"
 HEADLINE = list(HEADLINE_METRICS)
 
 EVAL_PRESETS = ("full", "reduced", "tiny")
-IMAGE_DATASETS = ("digits", "cifar10", "cifar100")
+IMAGE_DATASETS = ("digits", "mnist1d", "cifar10", "cifar100")
 METHOD_NAMES = ("single", "temp_scaled", "deep", "batchensemble", "packed", "sigma")
 
 
@@ -100,15 +101,18 @@ class ImageSetup:
     """What every image experiment shares: the data, the backbone, the budget, the seeds, the
     evaluation preset and the device.
 
-    ``dataset``: digits, cifar10 or cifar100 (read from ``data_root``); ``model``: a backbone name
-    (``width``: its base width, ``None``: the backbone's own); ``epochs``: training epochs per model
+    ``dataset``: digits, mnist1d (generated offline), cifar10 or cifar100 (read from ``data_root``);
+    ``train_size``: train on a stratified subset of that many examples (val / test unchanged);
+    ``model``: a backbone name (``None``: ``resnet_small`` for images, ``resnet1d`` for mnist1d;
+    ``width``: its base width, ``None``: the backbone's own); ``epochs``: training epochs per model
     (the same budget for every method); ``seeds``: data split, initialisation and batch order;
     ``evaluation``: full, reduced or tiny (:func:`eval_spec`); ``device``: a torch device.
     """
 
     dataset: str = "digits"
     data_root: str | None = None
-    model: str = "resnet_small"
+    train_size: int | None = None
+    model: str | None = None
     width: int | None = None
     epochs: int = 15
     seeds: tuple[int, ...] = (0, 1, 2)
@@ -120,15 +124,16 @@ class ImageSetup:
 FULL_EVALUATION = ImageSetup(evaluation="full")
 
 
-def eval_spec(preset: str):
-    """The :class:`~ensemblize.evaluation.EvalSpec` of an evaluation preset: full, reduced or tiny."""
+def eval_spec(preset: str, dataset: str = "digits"):
+    """The :class:`~ensemblize.evaluation.EvalSpec` of an evaluation preset on ``dataset``: full, reduced or tiny."""
+    from ensemblize.data.datasets import MODALITY, REDUCED_SHIFTS, SHIFTS
     from ensemblize.evaluation import EvalSpec
 
     O.choice(preset, option="--eval", allowed=EVAL_PRESETS)
     if preset == "full":
-        return EvalSpec()
+        return EvalSpec(corruptions=SHIFTS[MODALITY[dataset]])
     if preset == "reduced":
-        return EvalSpec(corruptions=REDUCED_CORRUPTIONS, corruption_samples=200)
+        return EvalSpec(corruptions=REDUCED_SHIFTS[MODALITY[dataset]], corruption_samples=200)
     return EvalSpec(
         corruptions=("gaussian_noise",), severities=(1, 5), corruption_samples=40, ood=("gaussian",)
     )
@@ -138,15 +143,12 @@ def eval_spec(preset: str):
 
 
 @functools.lru_cache(maxsize=2)
-def _load(dataset: str, seed: int, root: str | None, heldout: bool = False):
-    """``(splits, extra_ood)`` for one seed; ``heldout`` (digits only) trains on 0–5, 6–9 are near-OOD."""
-    from ensemblize.data.images import load_images
-    from ensemblize.data.ood import held_out_classes
+def _load(dataset: str, seed: int, root: str | None, heldout: bool = False, train_size: int | None = None):
+    """``(splits, extra_ood)`` for one seed; ``heldout`` (digits, mnist1d) trains on 0–5, 6–9 are near-OOD."""
+    from ensemblize.data.datasets import load_dataset
 
-    if heldout:
-        near = held_out_classes(seed)
-        return near.splits, {"heldout": near.x_ood}
-    return load_images(dataset, seed=seed, root=None if root is None else Path(root)), None
+    bench = load_dataset(dataset, seed=seed, root=root, heldout=heldout, train_size=train_size)
+    return bench.splits, (bench.near_ood or None)
 
 
 def _val_metrics(model, splits, *, device: str) -> dict[str, float]:
@@ -169,13 +171,15 @@ def _train_and_record(
     """run_method + validation metrics + σNorm sharing; returns (record dict, RunOutcome)."""
     from ensemblize.runner import TrainConfig, run_method
 
-    splits, extra = _load(data["dataset"], seed, data.get("data_root"), bool(data.get("heldout", False)))
+    splits, extra = _load(
+        data["dataset"], seed, data.get("data_root"), bool(data.get("heldout", False)), data.get("train_size")
+    )
     outcome = run_method(
         spec,
         splits,
         train=TrainConfig(**train),
         seed=seed,
-        eval_spec=eval_spec(evaluation),
+        eval_spec=eval_spec(evaluation, data["dataset"]),
         out=out,
         extra_ood=extra,
         model=model,
@@ -267,17 +271,23 @@ def _common(args: Mapping[str, Any]) -> dict[str, Any]:
     """Check the experiment's arguments (its ``locals()`` at entry) before any work and return the
     jobs' shared keyword arguments plus ``settings`` (the run's configuration: the setup except
     :data:`_NOT_SETTINGS` and every other argument except ``out`` and ``execution``)."""
+    from ensemblize.data.datasets import DEFAULT_MODEL, MODALITY
     from ensemblize.models import registry
 
     setup = args["setup"]
     if not isinstance(setup, ImageSetup):
         raise TypeError(f"setup must be an ImageSetup, got {type(setup).__name__}")
     O.choice(setup.dataset, option="--dataset", allowed=IMAGE_DATASETS)
-    O.choice(setup.model, option="--model", allowed=getattr(registry, "IMAGE_MODELS", registry.MODEL_NAMES))
+    modality = MODALITY[setup.dataset]
+    setup = replace(setup, model=setup.model or DEFAULT_MODEL[modality])
+    models = registry.SIGNAL_MODELS if modality == "signal" else registry.IMAGE_MODELS
+    O.choice(setup.model, option="--model", allowed=models)
+    if setup.train_size is not None:
+        O.ints([setup.train_size], option="--train-size", minimum=1)
     O.choice(setup.evaluation, option="--eval", allowed=EVAL_PRESETS)
     heldout = bool(args.get("heldout", False))
-    if heldout and setup.dataset != "digits":
-        raise OptionError("--heldout", f"is only available for digits, not {setup.dataset!r}")
+    if heldout and setup.dataset not in ("digits", "mnist1d"):
+        raise OptionError("--heldout", f"is only available for digits and mnist1d, not {setup.dataset!r}")
     if setup.width is not None:
         O.ints([setup.width], option="--width", minimum=1)
     O.ints([setup.epochs], option="--epochs", minimum=1)
@@ -300,6 +310,7 @@ def _common(args: Mapping[str, Any]) -> dict[str, Any]:
             "dataset": setup.dataset,
             "data_root": None if root is None else str(root),
             "heldout": heldout,
+            "train_size": setup.train_size,
         },
         "train": asdict(_train_config(setup.epochs)),
         "evaluation": setup.evaluation,
@@ -397,8 +408,8 @@ def compare(
     *,
     setup: ImageSetup = FULL_EVALUATION,
     members: int = 4,
-    tau: float = 5.0,
-    lam: float = 0.5,
+    tau: float = DEFAULT_TAU,
+    lam: float = DEFAULT_LAM,
     methods: Sequence[str] = METHOD_NAMES,
     out: str | Path = "runs/image-compare",
     execution: Execution | None = None,
@@ -416,7 +427,7 @@ def compare(
         (
             _spec(
                 m,
-                model=setup.model,
+                model=c["setup"].model,
                 kw=c["model_kwargs"],
                 label=labels.get(m),
                 members=members if m not in ("single", "temp_scaled") else 1,
@@ -508,7 +519,7 @@ def lambda_sweep(
     setup: ImageSetup = ImageSetup(),
     members: int = 4,
     lams: Sequence[float] = (0.05, 0.2, 0.5, 2.0, 8.0),
-    tau: float = 5.0,
+    tau: float = DEFAULT_TAU,
     out: str | Path = "runs/image-lambda",
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
@@ -537,8 +548,8 @@ def members_sweep(
     *,
     setup: ImageSetup = ImageSetup(),
     sizes: Sequence[int] = (2, 4, 8, 16),
-    tau: float = 5.0,
-    lam: float = 0.5,
+    tau: float = DEFAULT_TAU,
+    lam: float = DEFAULT_LAM,
     alpha: float = 2.0,
     out: str | Path = "runs/image-members",
     execution: Execution | None = None,
@@ -551,8 +562,8 @@ def members_sweep(
         (spec, {})
         for m in ms
         for spec in (
-            _spec("sigma", model=setup.model, kw=kw, label=f"sigma_M={m}", members=m, tau=tau, lam=lam),
-            _spec("packed", model=setup.model, kw=kw, label=f"packed_M={m}", members=m, alpha=alpha),
+            _spec("sigma", model=c["setup"].model, kw=kw, label=f"sigma_M={m}", members=m, tau=tau, lam=lam),
+            _spec("packed", model=c["setup"].model, kw=kw, label=f"packed_M={m}", members=m, alpha=alpha),
         )
     ]
 
@@ -576,8 +587,8 @@ def finetune(
     members: int = 4,
     finetune_epochs: int = 3,
     finetune_lr: float = 0.01,
-    tau: float = 5.0,
-    lam: float = 0.5,
+    tau: float = DEFAULT_TAU,
+    lam: float = DEFAULT_LAM,
     heldout: bool = False,
     out: str | Path = "runs/image-finetune",
     execution: Execution | None = None,
@@ -587,11 +598,13 @@ def finetune(
     σN-Ens from scratch and the deep ensemble. ``heldout`` (digits): train on 0–5, 6–9 are near-OOD."""
     c = _common(locals())  # first: the arguments only
     kw = c["model_kwargs"]
-    sigma = functools.partial(_spec, "sigma", model=setup.model, kw=kw, members=members, tau=tau, lam=lam)
+    sigma = functools.partial(
+        _spec, "sigma", model=c["setup"].model, kw=kw, members=members, tau=tau, lam=lam
+    )
     ft_train = asdict(replace(_train_config(setup.epochs), epochs=finetune_epochs, lr=finetune_lr))
     scratch = (
         (sigma(label="sigma_scratch"), {}),
-        (_spec("deep", model=setup.model, kw=kw, label="deep_ensemble", members=members), {}),
+        (_spec("deep", model=c["setup"].model, kw=kw, label="deep_ensemble", members=members), {}),
     )
     jobs = []
     for seed in c["seeds"]:
@@ -599,7 +612,7 @@ def finetune(
             "finetune",
             finetune_job,
             f"single+sigma_finetuned {setup.dataset} seed={seed}",
-            single=_spec("single", model=setup.model, kw=kw, members=1),
+            single=_spec("single", model=c["setup"].model, kw=kw, members=1),
             sigma=sigma(label="sigma_finetuned"),
             members=members,
             seed=seed,

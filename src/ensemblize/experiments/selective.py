@@ -60,7 +60,7 @@ DEFAULT_EPOCHS = 40
 TABLE_COVERAGES: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 CURVE_POINTS = 100  # risk–coverage curves are resampled at coverages 0.01, 0.02, ..., 1.0
 #: Datasets and their number of classes (Deep Gamblers' reward must lie in (1, K]).
-DATASETS = {"digits": 10, "cifar100": 100}
+DATASETS = {"digits": 10, "mnist1d": 10, "cifar100": 100}
 #: What :func:`selective_job` trains: ``kind`` -> how the model is scored.
 KINDS = ("SR", "SelectiveNet", "SYNC-SMP", "SYNC-entropy", "σN-SYNC-SMP", "DeepGamblers")
 
@@ -164,11 +164,9 @@ def _params(model: nn.Module) -> int:
 
 
 def _load(dataset: str, data_root: str | None, seed: int) -> Any:
-    from ..data.images import load_cifar, load_digits
+    from ..data.datasets import load_dataset
 
-    if dataset == "digits":
-        return load_digits(seed=seed)
-    return load_cifar(Path(data_root), num_classes=100, seed=seed)
+    return load_dataset(dataset, seed=seed, root=data_root).splits
 
 
 def _subsample(x: Any, y: Any, n: int | None, seed: int) -> tuple[Any, Any]:
@@ -361,6 +359,17 @@ def _jobs(settings: dict[str, Any]) -> list[Job]:
     ]
 
 
+def _model(dataset: str, model: str | None) -> str:
+    """The backbone: ``model`` if it fits the dataset's modality, else that modality's default."""
+    from ..data.datasets import DEFAULT_MODEL, MODALITY
+    from ..models import registry
+
+    modality = MODALITY[dataset]
+    model = model or DEFAULT_MODEL[modality]
+    models = registry.SIGNAL_MODELS if modality == "signal" else registry.IMAGE_MODELS
+    return O.choice(model, option="--model", allowed=models)
+
+
 def _check(args: dict[str, Any]) -> dict[str, Any]:
     """Every argument, before any work -> the run's settings (lists, the ``quick`` preset applied)."""
     dataset = O.choice(args["dataset"], option="--dataset", allowed=tuple(DATASETS))
@@ -383,7 +392,7 @@ def _check(args: dict[str, Any]) -> dict[str, Any]:
         "seeds": O.ints(args["seeds"], option="--seeds"),
         "dataset": dataset,
         "data_root": None if args["data_root"] is None else str(args["data_root"]),
-        "model": args["model"],
+        "model": _model(dataset, args["model"]),
         "epochs": epochs,
         "max_train": max_train,
         "targets": O.floats(args["targets"], option="--targets", high=1.0),
@@ -403,7 +412,7 @@ def selective(
     seeds: Sequence[int] = (0, 1, 2),
     dataset: str = "digits",
     data_root: str | Path | None = None,
-    model: str = "resnet_small",
+    model: str | None = None,
     epochs: int = DEFAULT_EPOCHS,
     targets: Sequence[float] = TARGETS,
     gammas: Sequence[float] = GAMMAS,
