@@ -244,7 +244,9 @@ def test_tau_sweep_end_to_end_and_heatmap_matches_saved_models(tmp_path):
 @pytest.mark.slow
 def test_lambda_members_finetune_end_to_end(tmp_path):
     out, rows = _invoke("lambda", tmp_path, "--lams", "0.1,2", "--members", "2")
-    assert [r["spec"]["lam"] for r in rows] == [0.1, 2.0] and all(r["spec"]["tau"] == DEFAULT_TAU for r in rows)
+    assert [r["spec"]["lam"] for r in rows] == [0.1, 2.0] and all(
+        r["spec"]["tau"] == DEFAULT_TAU for r in rows
+    )
     assert (out / "metrics_vs_lambda.png").stat().st_size > 0
 
     out, rows = _invoke("members", tmp_path, "--sizes", "2,4")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ensemblize.data.tabular import evaluate_predictions, load_benchmark, load_table, prepare
+from ensemblize.data.table_preprocessing import prepare
+from ensemblize.data.tables import load_benchmark, load_table
+from ensemblize.evaluation.tabular import evaluate_predictions
 from ensemblize.tabular.gbdt import DEFAULT_PARAMS, GBDTModel, fit_gbdt, predict_gbdt
 
 pytest.importorskip("xgboost")

