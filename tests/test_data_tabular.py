@@ -23,7 +23,6 @@ from ensemblize.data.tabular import (
     TabularDataset,
     TabularPreprocessor,
     detect_column_types,
-    evaluate_predictions,
     load_benchmark,
     load_table,
     prepare,
@@ -31,6 +30,7 @@ from ensemblize.data.tabular import (
     split,
     split_sizes,
 )
+from ensemblize.evaluation.tabular import evaluate_predictions
 
 # --------------------------------------------------------------------------------------------
 # loading

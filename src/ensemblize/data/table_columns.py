@@ -31,6 +31,8 @@ from numbers import Integral, Real
 import numpy as np
 import pandas as pd
 
+from ensemblize._checks import check_choice
+
 __all__ = [
     "NUMERIC_KINDS",
     "CATEGORY_KINDS",
@@ -137,8 +139,7 @@ def category_values(col: pd.Series, kind: str) -> tuple[np.ndarray, np.ndarray]:
     Missing entries (``None``, NaN, NaT, ``pd.NA``) are ``None`` in the first array. Distinct raw
     values are canonicalised once each (``pd.factorize``), so the cost is one pass over the rows.
     """
-    if kind not in CATEGORY_KINDS:
-        raise ValueError(f"kind must be one of {CATEGORY_KINDS}, got {kind!r}")
+    check_choice(kind, tuple(CATEGORY_KINDS), name="kind")
     raw = col.to_numpy(dtype=object)
     missing = pd.isna(raw)
     if missing.ndim != 1:  # pragma: no cover - a Series is 1-D
@@ -176,8 +177,7 @@ def _seconds_since_epoch(col: pd.Series) -> pd.Series:
 
 def numeric_values(col: pd.Series, kind: str) -> np.ndarray:
     """``col`` read as numbers of ``kind`` -> float64 ``(N,)``, NaN where missing (inf kept)."""
-    if kind not in NUMERIC_KINDS:
-        raise ValueError(f"kind must be one of {NUMERIC_KINDS}, got {kind!r}")
+    check_choice(kind, tuple(NUMERIC_KINDS), name="kind")
     if kind == "datetime":
         values = _seconds_since_epoch(col)
     elif kind == "timedelta":

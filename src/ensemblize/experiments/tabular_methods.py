@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from ensemblize._checks import check_choice
+
 __all__ = [
     "METHODS",
     "ENSEMBLE_METHODS",
@@ -92,8 +94,7 @@ def budget_config(budget: str, n_train: int, **overrides: Any) -> dict[str, Any]
     Keys: LoMETab estimator parameters, ``gbdt_rounds`` / ``gbdt_patience`` and the σN settings
     ``tau``, ``lam``, ``noise``, ``norm``. Raises ValueError for an unknown preset or key.
     """
-    if budget not in BUDGETS:
-        raise ValueError(f"budget must be one of {tuple(BUDGETS)}, got {budget!r}")
+    check_choice(budget, tuple(BUDGETS), name="budget")
     cfg = dict(BUDGETS[budget])
     if n_train > _LARGE_ROWS:
         cfg.update(_LARGE.get(budget, {}))
@@ -356,8 +357,7 @@ def tabular_job(
     """
     from ensemblize._checks import check_int
 
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    check_choice(method, tuple(METHODS), name="method")
     seed = check_int(seed, name="seed", minimum=0)
     why = method_available(method)
     if why is not None:
