@@ -58,12 +58,6 @@ def finished_run(tmp_path: Path) -> Path:
     return out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="H2 (cli.py / evaluate_run.py / report command): `evaluate` and `report` do not look at the "
-    "torchrun rank, so rank 1 evaluates, prints its table and rewrites evaluation.json, the figures, "
-    "report.html and the manifest too; fix: return before any work when torchrun_rank()[0] != 0",
-)
 @pytest.mark.parametrize("command", [["evaluate", "--ood", "uniform", "--threads", "1"], ["report"]])
 def test_rank_1_prints_and_writes_nothing(finished_run: Path, monkeypatch, command):
     from ensemblize.cli import app
@@ -87,13 +81,6 @@ def test_rank_0_evaluates_and_keeps_the_manifest_valid(finished_run: Path, monke
     assert "evaluation.json" in read_manifest(finished_run)["files"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="H8 (experiments/tabular.py): tabular_bench / tabular_grid / tabular_diversity write tables.md, "
-    "ranks.json, grid_summary.json, diversity_summary.json and the figures, and print via _echo(…, "
-    "execution) and _runnable, on every rank; fix: write and print only when folder.is_main (use "
-    "folder.execution.quiet, which experiment_folder sets on the other ranks)",
-)
 def test_tabular_bench_on_rank_1_prints_and_writes_nothing(tmp_path: Path, monkeypatch, capsys):
     from ensemblize.experiments.jobs import Execution
     from ensemblize.experiments.tabular import tabular_bench

@@ -385,6 +385,13 @@ def _register() -> None:
         group.command(name)(_command(target, options))
 
 
+def _is_rank_0() -> bool:
+    """False on the ranks other than 0 under torchrun: there a command prints and writes nothing."""
+    from .experiments.jobs import torchrun_rank
+
+    return torchrun_rank()[0] == 0
+
+
 @app.command()
 def evaluate(
     run_dir: Path = typer.Argument(
@@ -402,6 +409,8 @@ def evaluate(
     wide: bool = typer.Option(False, "--wide", help="Print every metric in one table."),
 ) -> None:
     """Re-evaluate every checkpoint in RUN_DIR/models: clean, corrupted, OOD, selective, diversity."""
+    if not _is_rank_0():
+        return
     import torch
 
     from .evaluate_run import evaluate_run
@@ -416,6 +425,8 @@ def report(
     run_dir: Path = typer.Argument(..., help="A run folder written by any ensemblize command."),
 ) -> None:
     """Write RUN_DIR/report.html: one self-contained page with the tables, figures, configuration and environment."""
+    if not _is_rank_0():
+        return
     from .experiments.jobs import amend_run
     from .report.html import write_report
 

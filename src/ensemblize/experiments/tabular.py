@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import options as O
-from .jobs import Execution, Job, experiment_folder, merged_records
+from .jobs import Execution, Job, experiment_folder, merged_records, torchrun_rank
 from .tabular_methods import BUDGETS, METHODS, budget_config, method_available, tabular_job
 from .tabular_tables import (
     SCORES,
@@ -106,8 +106,14 @@ def _run(folder, jobs: list[Job]) -> list[dict[str, Any]]:
     return merged_records(folder.run(jobs, describe=_describe))
 
 
-def _echo(text: str, execution: Execution | None) -> None:
-    if not (execution and execution.quiet):
+def _quiet(execution: Execution | None) -> bool:
+    """True when nothing may be printed: ``--quiet``, or a rank other than 0 under torchrun."""
+    return bool(execution and execution.quiet) or torchrun_rank()[0] != 0
+
+
+def _echo(text: str, folder) -> None:
+    """Print ``text`` on the main process (rank 0 under torchrun) unless the run is quiet."""
+    if folder.is_main and not folder.execution.quiet:
         print(text)
 
 
@@ -223,7 +229,7 @@ def tabular_bench(
     seed_list = O.ints(seeds, option="--seeds")
     split_seed = O.ints([split_seed], option="--split-seed")[0]
     max_rows = _max_rows(max_rows)
-    chosen, skipped = _runnable(chosen, quiet=bool(execution and execution.quiet))
+    chosen, skipped = _runnable(chosen, quiet=_quiet(execution))
     if not chosen:
         raise O.OptionError("--methods", f"none of them can run here: {skipped}")
     settings = {"datasets": names, "methods": chosen, "seeds": seed_list, "split_seed": split_seed,
@@ -233,13 +239,15 @@ def tabular_bench(
                       max_rows=max_rows)  # fmt: skip
     with experiment_folder(out, experiment="tabular-bench", settings=settings, execution=execution) as folder:
         records = _run(folder, jobs)
+        if not folder.is_main:  # torchrun: rank 0 writes and prints
+            return records
         title = f"tabular-bench (budget {budget}, split seed {split_seed}, seeds {seed_list})"
         md = bench_markdown(records, title=title, skipped=skipped)
         atomic_write_text(out / "tables.md", md)
         ranks = {metric: average_ranks(records, metric=metric) for metric in SCORES}
         atomic_write_json(out / "ranks.json", {"ranks": ranks, "skipped": skipped, **settings,
                                                "wall_seconds": time.perf_counter() - start})  # fmt: skip
-    _echo(md, execution)
+    _echo(md, folder)
     return records
 
 
@@ -307,6 +315,8 @@ def tabular_grid(
     out = Path(out)
     with experiment_folder(out, experiment="tabular-grid", settings=settings, execution=execution) as folder:
         records = _run(folder, jobs)
+        if not folder.is_main:  # torchrun: rank 0 writes and prints
+            return records
         summary = grid_summary(records, r_list, s_list, dataset=name)
         atomic_write_json(out / "grid_summary.json", summary)
         _grid_figure(out / "grid.png", summary)
@@ -317,7 +327,7 @@ def tabular_grid(
         f"{best[f'val_{metric}']:.4f}, test {best[f'test_{metric}']:.4f}); {div} spans "
         f"{summary['diversity_min']:.3g}–{summary['diversity_max']:.3g} "
         f"({summary['orders_of_magnitude']:.2f} orders of magnitude)",
-        execution,
+        folder,
     )
     return records
 
@@ -427,6 +437,8 @@ def tabular_diversity(
         out, experiment="tabular-diversity", settings=settings, execution=execution
     ) as folder:
         records = _run(folder, jobs)
+        if not folder.is_main:  # torchrun: rank 0 writes and prints
+            return records
         key = "val_ambiguity" if "rmse" in records[0]["metrics"] else "val_pairwise_kl"
         curves = diversity_curves(records, key=key)
         summary = diversity_summary(curves, epochs=epochs)
@@ -435,7 +447,7 @@ def tabular_diversity(
     for m in curves:
         s = summary[m]
         _echo(f"{m}: {key} first {s['first_epoch']:.3g}, peak {s['peak']:.3g}, "
-              f"last quarter {s['last_quarter_mean']:.3g}, final {s['final']:.3g}", execution)  # fmt: skip
+              f"last quarter {s['last_quarter_mean']:.3g}, final {s['final']:.3g}", folder)  # fmt: skip
     return records
 
 
