@@ -276,3 +276,47 @@ def test_tune_csv_names_a_missing_target(tmp_path):
     with pytest.raises(ValueError, match="'y'"):
         tune_csv(csv, target="y", out=tmp_path / "o", n_trials=1)
     assert not Path(tmp_path / "o").exists()
+
+
+def _tiny_csv(path: Path) -> Path:
+    X, y = _data(120)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    frame["label"] = np.where(y == 1, "yes", "no")
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_cli_tune_writes_the_model_and_the_report(tmp_path):
+    from typer.testing import CliRunner
+
+    from ensemblize.cli import app
+
+    csv = _tiny_csv(tmp_path / "table.csv")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(
+        app, ["tune", str(csv), "--target", "label", "--time", "2m", "--trials", "2", "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    assert {p.name for p in out.iterdir()} >= {
+        "model.safetensors", "model.json", "trials.csv", "report.json", "report.md"
+    }  # fmt: skip
+    report = json.loads((out / "report.json").read_text())
+    assert report["target"] == "label" and report["budget"] == {"seconds": 120.0, "n_trials": 2}
+    assert sum(report["trial_states"].values()) == 2
+    assert "best log_loss" in res.output and str(out / "model") in res.output
+
+
+@pytest.mark.parametrize("budget", ["soon", "0m", "-5s"])
+def test_cli_tune_names_a_bad_time_in_one_line(tmp_path, budget):
+    from typer.testing import CliRunner
+
+    from ensemblize.cli import app
+
+    csv = _tiny_csv(tmp_path / "table.csv")
+    res = CliRunner().invoke(
+        app, ["tune", str(csv), "--target", "label", "--time", budget, "--out", str(tmp_path / "o")]
+    )
+    assert res.exit_code == 2
+    assert "Traceback" not in res.output and res.exception is None or isinstance(res.exception, SystemExit)
+    assert "'--time'" in res.output and "duration" in res.output
+    assert not (tmp_path / "o").exists()

@@ -1,8 +1,10 @@
 """The ``ensemblize`` command line — the only module that imports Typer.
 
 ``ensemblize run`` is the default job on embedded data; ``ensemblize experiment NAME`` runs one of
-the papers' experiments; ``ensemblize evaluate RUN_DIR`` re-evaluates a finished run. Every command
-takes ``--out DIR``, writes ``results.json`` plus figures into DIR and prints its tables.
+the papers' experiments; ``ensemblize evaluate RUN_DIR`` re-evaluates a finished run;
+``ensemblize tune TABLE.csv --target COL --time 10m --out DIR`` tunes LoMETab on a CSV file within a
+time budget. Every command takes ``--out DIR``, writes its results plus figures into DIR and prints
+its tables.
 
 Each command wraps a plain Python function (``ensemblize.default_job.run_default`` and the
 functions of ``ensemblize.experiments.*``): :data:`COMMANDS` lists, per command, the function and
@@ -436,6 +438,52 @@ def report(
         with amend_run(run_dir):
             path = write_report(run_dir)
     typer.echo(f"wrote {path}")
+
+
+@app.command()
+def tune(
+    table: Path = typer.Argument(..., help="A CSV file with a header row."),
+    target: str = typer.Option(..., "--target", help="The target column."),
+    time_budget: str = typer.Option(
+        "10m", "--time", help="Time budget (90s, 10m, 1h30m); no new trial starts after it."
+    ),
+    trials: Optional[int] = typer.Option(  # noqa: UP045
+        None, "--trials", min=1, help="Trial budget (stops at whichever of --time / --trials comes first)."
+    ),
+    task: str = typer.Option("auto", "--task", help="auto, classification or regression."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Split, sampler and model seed."),
+    out: Path = typer.Option(..., "--out", help="Folder for the model, trials.csv and report.json / .md."),
+    threads: int = typer.Option(1, "--threads", min=1, help="torch intra-op threads."),
+) -> None:
+    """Tune a LoMETab estimator on TABLE.csv within a time budget; write the fitted model and a report."""
+    if not _is_rank_0():
+        return
+    import torch
+
+    from .tabular.tuning import parse_duration, tune_csv
+
+    try:
+        parse_duration(time_budget)
+    except (TypeError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--time'") from None
+    if task not in ("auto", "classification", "regression"):
+        raise typer.BadParameter(
+            f"{task!r} is not one of auto, classification, regression", param_hint="'--task'"
+        )
+    if not table.is_file():
+        raise typer.BadParameter(f"{table} is not a file", param_hint="'TABLE'")
+    torch.set_num_threads(threads)
+    try:
+        report = tune_csv(
+            table, target=target, out=out, time_budget=time_budget, n_trials=trials, task=task, seed=seed
+        )
+    except ValueError as exc:
+        if "target column" not in str(exc):
+            raise
+        raise typer.BadParameter(str(exc), param_hint="'--target'") from None
+    typer.echo(f"best {report['metric']} {report['best_value']:.4f} with {report['best_params']}")
+    typer.echo(f"test: {report['test']}")
+    typer.echo(f"wrote {report['model']} and {out / 'report.md'}")
 
 
 def main() -> None:  # pragma: no cover - the console script
