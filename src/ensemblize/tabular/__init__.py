@@ -10,7 +10,9 @@
 * :func:`train_model` (:mod:`.train`) — the TabM training protocol with early stopping on the
   ensemble's validation score and per-epoch diversity;
 * :class:`GBDTClassifier` / :class:`GBDTRegressor` and :func:`fit_gbdt` (:mod:`.gbdt`) — XGBoost /
-  CatBoost baselines (lr 0.05, ≤ 4,000 rounds, early stopping) on the same preprocessing and splits.
+  CatBoost baselines (lr 0.05, ≤ 4,000 rounds, early stopping) on the same preprocessing and splits;
+* :func:`tune` / :func:`tune_csv` (:mod:`.tuning`) — Optuna search over :func:`lometab_search_space`
+  within a time / trial budget, pruning during training; :class:`TuneResult` holds the best model.
 
 Names are imported on first access.
 """
@@ -40,6 +42,10 @@ _ATTRIBUTES = {
     "NormalizedTabMLP": "ensemblize.tabular.sigma_mlp",
     "build_sigma_tab_mlp": "ensemblize.tabular.sigma_mlp",
     "sigma_regularizer": "ensemblize.tabular.sigma_mlp",
+    "tune": "ensemblize.tabular.tuning",
+    "tune_csv": "ensemblize.tabular.tuning",
+    "lometab_search_space": "ensemblize.tabular.tuning",
+    "TuneResult": "ensemblize.tabular.tuning",
 }
 _SUBMODULES = (
     "estimators",
@@ -53,6 +59,7 @@ _SUBMODULES = (
     "train",
     "gbdt",
     "sigma_mlp",
+    "tuning",
 )
 
 __getattr__, __dir__, __all__ = lazy_namespace(__name__, _ATTRIBUTES, _SUBMODULES)
