@@ -320,3 +320,37 @@ def test_cli_tune_names_a_bad_time_in_one_line(tmp_path, budget):
     assert "Traceback" not in res.output and res.exception is None or isinstance(res.exception, SystemExit)
     assert "'--time'" in res.output and "duration" in res.output
     assert not (tmp_path / "o").exists()
+
+
+def test_lometab_fit_calls_the_epoch_callbacks_and_true_stops_training():
+    X, y = _data(120)
+    seen = []
+
+    def stop_at_two(epoch, record, model):
+        seen.append((epoch, sorted(k for k in record if k in ("val_nll", "val_accuracy")), model))
+        return epoch == 2
+
+    est = LoMETabClassifier(**{**TINY, "max_epochs": 6, "patience": 10}, random_state=0)
+    est.fit(X, y, callbacks=[stop_at_two])
+    assert [e for e, _, _ in seen] == [1, 2]
+    assert all(keys == ["val_accuracy", "val_nll"] and model is est.model_ for _, keys, model in seen)
+    assert len(est.history_) == 2  # stopped after the second epoch, not the sixth
+    ref = LoMETabClassifier(**{**TINY, "max_epochs": 6, "patience": 10}, random_state=0).fit(X, y)
+    assert len(ref.history_) == 6
+    # the first two epochs are the same training either way
+    assert [h["val_loss"] for h in est.history_] == [h["val_loss"] for h in ref.history_[:2]]
+
+
+class _PruneSecondTrial(optuna.pruners.BasePruner):
+    def prune(self, study, trial):
+        return trial.number == 1
+
+
+def test_tune_prunes_a_lometab_trial_during_training():
+    X, y = _data(160)
+    est = LoMETabClassifier(**{**TINY, "max_epochs": 4, "patience": 10}, random_state=0)
+    r = tune(est, X, y, n_trials=2, search_space=_space(), pruner=_PruneSecondTrial(), refit=False)
+    trials = r.study.trials
+    assert [t.state.name for t in trials] == ["COMPLETE", "PRUNED"]
+    # the live callback reported each epoch of the complete trial; the pruned one stopped after one
+    assert [len(t.intermediate_values) for t in trials] == [4, 1]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable, Sequence
 from numbers import Integral
 from pathlib import Path
 from typing import Any, ClassVar
@@ -175,10 +176,21 @@ class TabularEnsembleEstimator(TablePipeline):
             raise ValueError(f"device {self.device!r} is not a valid torch device") from exc
         self._validate_model_params()
 
-    def fit(self, X: Any, y: Any, eval_set: tuple[Any, Any] | None = None):
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        eval_set: tuple[Any, Any] | None = None,
+        *,
+        callbacks: Sequence[Callable[[int, dict, Any], bool | None]] | None = None,
+    ):
         """Fit on ``X`` ``(N, F)`` / ``y`` ``(N,)``; ``eval_set=(X_val, y_val)`` drives early stopping.
 
-        Without ``eval_set`` a seeded ``val_fraction`` of the rows is held out. Returns ``self``.
+        Without ``eval_set`` a seeded ``val_fraction`` of the rows is held out. ``callbacks``
+        (a fit parameter, not a hyper-parameter): each is called after every epoch as
+        ``cb(epoch, record, model)`` (see :func:`~ensemblize.tabular.train.train_model`); returning
+        ``True`` stops training — :func:`ensemblize.tabular.tuning.tune` prunes trials this way.
+        Returns ``self``.
         Fitted attributes: ``n_features_in_``, ``feature_names_in_`` (string-named DataFrames),
         ``classes_`` (classifier), ``preprocessor_``, ``bins_``, ``n_bins_``, ``model_``,
         ``history_`` (per-epoch dicts), ``best_epoch_``, ``best_score_``, ``train_seconds_``,
@@ -210,6 +222,7 @@ class TabularEnsembleEstimator(TablePipeline):
                 per_member_batches=bool(self.per_member_batches),
                 seed=seed,
                 verbose=bool(self.verbose),
+                callbacks=() if callbacks is None else tuple(callbacks),
             )
         self.history_ = res.history
         self.best_epoch_ = res.best_epoch

@@ -24,7 +24,7 @@ outputs.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -134,6 +134,7 @@ def train_model(
     verbose: bool = False,
     regularizer: Callable[[nn.Module], Tensor] | None = None,
     desc: str = "train_model",
+    callbacks: Sequence[Callable[[int, dict, nn.Module], bool | None]] = (),
 ) -> TrainResult:
     """Train ``model`` in place with :func:`ensemblize.training.fit` and restore its best validation epoch.
 
@@ -157,6 +158,10 @@ def train_model(
             (e.g. the σN-Ens diversity term); the history then also has ``train_regularizer``
             (its per-row mean), while ``train_loss`` stays the task loss alone.
         desc: the progress label (e.g. ``"lometab/adult/s0"``).
+        callbacks: passed to :func:`ensemblize.training.fit`: each is called after every epoch as
+            ``cb(epoch, record, model)`` (``epoch`` 1-based; ``record`` fit's record with
+            ``val_nll``, ``val_accuracy`` / ``val_rmse``); returning ``True`` stops training (the
+            best epoch so far is restored), e.g. a tuning trial pruned by its pruner.
 
     Returns a :class:`TrainResult` whose ``history`` has one dict per epoch: ``epoch`` (0-based),
     ``train_loss``, ``val_loss`` (NLL of ``p̄``, or MSE of the member mean), ``val_accuracy`` /
@@ -191,6 +196,7 @@ def train_model(
         progress=bool(verbose),
         desc=desc,
         device=x_train.device,
+        callbacks=tuple(callbacks),
     )
     rows = _rows(res.history, regression=regression, with_regularizer=regularizer is not None)
     best = res.best_epoch - 1
