@@ -222,6 +222,7 @@ class TabularEnsembleEstimator(TablePipeline):
                 per_member_batches=bool(self.per_member_batches),
                 seed=seed,
                 verbose=bool(self.verbose),
+                desc=f"{type(self).__name__} (M={int(self.members)}, seed {seed})",
                 callbacks=() if callbacks is None else tuple(callbacks),
             )
         self.history_ = res.history
