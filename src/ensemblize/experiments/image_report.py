@@ -25,6 +25,8 @@ __all__ = [
     "markdown_table",
     "errorbar_panels",
     "severity_figure",
+    "frontier_figure",
+    "owners_figure",
     "sweep_figures",
     "members_figure",
 ]
@@ -196,53 +198,85 @@ SWEEP_METRICS = [
 ]
 
 
-def sweep_figures(records: list[dict], out: Path, *, param: str, symbol: str) -> list[Path]:
-    """Frontiers (accuracy–ECE, NLL–ECE, param labelled), diversity vs param, owners heatmap."""
-    import matplotlib.pyplot as plt
+_FRONTIER_LABELS = {"accuracy": "accuracy (test)", "nll": "NLL (test)"}
+
+
+def frontier_figure(records: Sequence[Mapping[str, Any]], *, param: str, symbol: str) -> Any:
+    """Accuracy–ECE and NLL–ECE frontiers, one point (mean ± std over seeds) per value of ``param``.
+
+    Each value is its own legend entry and colour (no text annotations, so no label can collide);
+    non-dominated points are drawn as filled squares and joined by a dashed Pareto front, dominated
+    ones as hollow circles. One legend for the figure, below the panels. Returns the Figure.
+    """
+    from ensemblize.report.style import legend_below, method_color, new_figure, styled
+
+    with styled():
+        fig, axes = new_figure(1, 2, width=9, height=3.9)
+        for ax, y in zip(axes[0], ("accuracy", "nll"), strict=True):
+            pts = frontier_points(records, param=param, x="ece", y=y)
+            front = set(pareto_front([(p[1], p[3]) for p in pts], minimize=(True, y == "nll")))
+            for i, (p, mx, sx, my, sy) in enumerate(pts):
+                on = i in front
+                ax.errorbar(
+                    [mx], [my], xerr=[sx], yerr=[sy], marker="s" if on else "o", ms=6, capsize=2,
+                    color=method_color(i), mfc=method_color(i) if on else "white", mew=1.3,
+                    ls="none", label=f"{symbol} = {p:g}",
+                )  # fmt: skip
+            order = sorted(front, key=lambda i: pts[i][1])
+            ax.plot(
+                [pts[i][1] for i in order], [pts[i][3] for i in order], "k--", lw=0.8,
+                label="Pareto front (filled: non-dominated)",
+            )  # fmt: skip
+            ax.set_xlabel("ECE (test)")
+            ax.set_ylabel(_FRONTIER_LABELS[y])
+            ax.set_title(f"{_FRONTIER_LABELS[y].split(' ')[0]} vs ECE, per {symbol}")
+        legend_below(fig, axes, ncols=min(len(pts) + 1, 5))
+    return fig
+
+
+def owners_figure(records: Sequence[Mapping[str, Any]], *, param: str, symbol: str) -> Any:
+    """Heatmap of the mean owners per feature (gate > 0.5) of every σNorm layer (rows) per value of
+    ``param`` (columns), mean over seeds (:func:`owners_matrix`); each cell is written in a colour
+    that contrasts with its fill. Returns the Figure."""
     import numpy as np
 
+    from ensemblize.report.style import new_figure, styled
+
+    layers, values, mat = owners_matrix(records, param=param)
+    members = records[0]["members"]
+    with styled():
+        fig, axes = new_figure(width=2.2 + 0.8 * len(values), height=1.2 + 0.3 * len(layers))
+        ax = axes[0][0]
+        ax.grid(False)
+        im = ax.imshow(mat, aspect="auto", cmap="viridis", vmin=0, vmax=members)
+        for i in range(mat.shape[0]):
+            for j in range(mat.shape[1]):
+                dark = mat[i, j] < 0.6 * members
+                ax.text(
+                    j, i, f"{mat[i, j]:.1f}", ha="center", va="center", fontsize=7,
+                    color="white" if dark else "black",
+                )  # fmt: skip
+        ax.set_xticks(np.arange(len(values)), [f"{v:g}" for v in values])
+        ax.set_yticks(np.arange(len(layers)), layers, fontsize=7)
+        ax.set_xlabel(symbol)
+        ax.set_ylabel("σNorm layer")
+        ax.set_title("Mean owners per feature (gate > 0.5)")
+        fig.colorbar(im, ax=ax, label=f"owners (of M = {members})")
+    return fig
+
+
+def sweep_figures(records: list[dict], out: Path, *, param: str, symbol: str) -> list[Path]:
+    """Frontiers (:func:`frontier_figure`), diversity vs param, owners heatmap (:func:`owners_figure`)."""
     from ensemblize.report.figures import save_figure
 
-    paths = []
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for ax, y in zip(axes, ("accuracy", "nll"), strict=True):
-        pts = frontier_points(records, param=param, x="ece", y=y)
-        front = set(pareto_front([(p[1], p[3]) for p in pts], minimize=(True, y == "nll")))
-        for i, (p, mx, sx, my, sy) in enumerate(pts):
-            ax.errorbar(
-                mx, my, xerr=sx, yerr=sy, marker="o", color="tab:red" if i in front else "tab:blue", capsize=2
-            )
-            ax.annotate(f"{symbol}={p:g}", (mx, my), textcoords="offset points", xytext=(4, 4), fontsize=8)
-        ax.plot(
-            [pts[i][1] for i in sorted(front, key=lambda i: pts[i][1])],
-            [pts[i][3] for i in sorted(front, key=lambda i: pts[i][1])],
-            "r--",
-            lw=0.8,
-        )
-        ax.set_xlabel("ECE (test)")
-        ax.set_ylabel(f"{y} (test)")
-        ax.set_title(f"{y}–ECE frontier (red: non-dominated)", fontsize=9)
-        ax.grid(alpha=0.3)
-    paths.append(save_figure(fig, out / "frontier.png"))
-
+    paths = [save_figure(frontier_figure(records, param=param, symbol=symbol), out / "frontier.png")]
     key = lambda r: float(r["spec"][param])  # noqa: E731
     panels = []
     for metric in ("disagreement", "pairwise_kl", "mutual_information", "owners_per_feature"):
         st = group_stats(records, key, metric)
-        panels.append((metric, {"σN-Ens": [(x, *st[x][:2]) for x in sorted(st)]}))
+        panels.append((metric.replace("_", " "), {"σN-Ens": [(x, *st[x][:2]) for x in sorted(st)]}))
     paths.append(errorbar_panels(panels, out / "diversity.png", xlabel=symbol, logx=True))
-
-    layers, values, mat = owners_matrix(records, param=param)
-    fig, ax = plt.subplots(figsize=(1.0 + 0.8 * len(values), 0.6 + 0.32 * len(layers)))
-    im = ax.imshow(mat, aspect="auto", cmap="viridis", vmin=0, vmax=records[0]["members"])
-    for i in range(mat.shape[0]):
-        for j in range(mat.shape[1]):
-            ax.text(j, i, f"{mat[i, j]:.1f}", ha="center", va="center", fontsize=7, color="w")
-    ax.set_xticks(np.arange(len(values)), [f"{v:g}" for v in values])
-    ax.set_yticks(np.arange(len(layers)), layers, fontsize=7)
-    ax.set_xlabel(symbol)
-    ax.set_title("mean owners per feature (gate > 0.5)", fontsize=9)
-    fig.colorbar(im, ax=ax)
+    fig = owners_figure(records, param=param, symbol=symbol)
     paths.append(save_figure(fig, out / "owners_heatmap.png"))
     return paths
 
