@@ -89,6 +89,25 @@ class BasicBlock(nn.Module):
         return self.relu(out + self.shortcut(x))
 
 
+def attach_head(
+    model: nn.Module, layers: Layers, *, features: int, in_channels: int, num_classes: int
+) -> None:
+    """Give ``model`` the shared tail: ``pool`` (global average), ``head`` ``(B, features) -> (B, num_classes)``,
+    ``exit`` and the ``in_channels`` / ``num_classes`` / ``feature_dim`` attributes."""
+    model.pool = nn.AdaptiveAvgPool2d(1)
+    model.head = layers.head(features, num_classes)
+    model.exit = layers.exit()
+    model.in_channels = in_channels
+    model.num_classes = num_classes
+    model.feature_dim = features
+
+
+def check_image_input(x: Tensor, in_channels: int, *, model: str) -> None:
+    """Raise ValueError naming ``model`` unless ``x`` is ``(B, in_channels, H, W)``."""
+    if x.dim() != 4 or x.shape[1] != in_channels:
+        raise ValueError(f"{model} expects (B, {in_channels}, H, W) input, got shape {tuple(x.shape)}")
+
+
 class ResNet(nn.Module):
     """CIFAR-style ResNet: 3×3 stem, stages of BasicBlocks, adaptive average pool, linear head.
 
@@ -136,19 +155,11 @@ class ResNet(nn.Module):
                 c = w
             stages.append(nn.Sequential(*stage))
         self.stages = nn.Sequential(*stages)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.head = layers.head(c, num_classes)
-        self.exit = layers.exit()
-        self.in_channels = in_channels
-        self.num_classes = num_classes
-        self.feature_dim = c
+        attach_head(self, layers, features=c, in_channels=in_channels, num_classes=num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, in_channels, H, W) -> (B, num_classes)`` (or ``(B, M, num_classes)`` for an ensemble)."""
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(
-                f"ResNet expects (B, {self.in_channels}, H, W) input, got shape {tuple(x.shape)}"
-            )
+        check_image_input(x, self.in_channels, model="ResNet")
         h = self.stages(self.stem(self.enter(x)))
         return self.exit(self.head(self.pool(h).flatten(1)))
 

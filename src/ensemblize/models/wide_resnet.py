@@ -13,7 +13,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ensemblize._checks import check_rate
-from ensemblize.models.resnet import Layers, check_channels
+from ensemblize.models.resnet import Layers, attach_head, check_channels, check_image_input
 
 __all__ = ["WideBlock", "WideResNet", "wide_resnet28"]
 
@@ -89,19 +89,11 @@ class WideResNet(nn.Module):
             stages.append(nn.Sequential(*blocks))
         self.stages = nn.Sequential(*stages)
         self.final = nn.Sequential(layers.norm(c), nn.ReLU())
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.head = layers.head(c, num_classes)
-        self.exit = layers.exit()
-        self.in_channels = in_channels
-        self.num_classes = num_classes
-        self.feature_dim = c
+        attach_head(self, layers, features=c, in_channels=in_channels, num_classes=num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, in_channels, H, W) -> (B, num_classes)`` (or ``(B, M, num_classes)`` for an ensemble)."""
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(
-                f"WideResNet expects (B, {self.in_channels}, H, W) input, got shape {tuple(x.shape)}"
-            )
+        check_image_input(x, self.in_channels, model="WideResNet")
         h = self.final(self.stages(self.stem(self.enter(x))))
         return self.exit(self.head(self.pool(h).flatten(1)))
 
