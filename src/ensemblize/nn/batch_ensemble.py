@@ -31,7 +31,12 @@ from torch import Tensor, nn
 
 from .._checks import check_bool, check_choice, check_float_input, check_int, check_int_pair
 from ..members import check_members
-from .lome import _check_ensemble_input, _init_member_bias_, _init_rsqrt_uniform_
+from .lome import (
+    _check_ensemble_input,
+    _init_member_bias_,
+    _init_rsqrt_uniform_,
+    _set_member_linear_sizes,
+)
 
 __all__ = ["BatchEnsembleLinear", "BatchEnsembleConv2d"]
 
@@ -121,9 +126,7 @@ class BatchEnsembleLinear(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.in_features = check_int(in_features, name="in_features", minimum=1)
-        self.out_features = check_int(out_features, name="out_features", minimum=1)
-        self.members = check_members(members)
+        _set_member_linear_sizes(self, in_features, out_features, members)
         _check_init(init, first_layer)
         self.init = init
         self.first_layer = first_layer

@@ -39,6 +39,15 @@ _FORMS = ("auto", "materialized", "factored")
 # ----------------------------------------------------------------------------------------------
 # helpers shared with ensemblize.nn.batch_ensemble
 # ----------------------------------------------------------------------------------------------
+
+
+def _set_member_linear_sizes(module: nn.Module, in_features: int, out_features: int, members: int) -> None:
+    """Validate and store ``in_features``, ``out_features`` (ints >= 1) and ``members`` on ``module``."""
+    module.in_features = check_int(in_features, name="in_features", minimum=1)
+    module.out_features = check_int(out_features, name="out_features", minimum=1)
+    module.members = check_members(members)
+
+
 def _check_ensemble_input(
     x: object, members: int, in_features: int, layer: str, dtype: torch.dtype | None = None
 ) -> Tensor:
@@ -235,9 +244,7 @@ class _LowRankEnsembleLinear(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.in_features = check_int(in_features, name="in_features", minimum=1)
-        self.out_features = check_int(out_features, name="out_features", minimum=1)
-        self.members = check_members(members)
+        _set_member_linear_sizes(self, in_features, out_features, members)
         self.rank = check_int(rank, name="rank", minimum=1)
         self.init_scale = check_positive(init_scale, name="init_scale", allow_zero=True)
         if form not in _FORMS:
@@ -435,9 +442,7 @@ class EnsembleLinear(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.in_features = check_int(in_features, name="in_features", minimum=1)
-        self.out_features = check_int(out_features, name="out_features", minimum=1)
-        self.members = check_members(members)
+        _set_member_linear_sizes(self, in_features, out_features, members)
         kw = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.empty(members, in_features, out_features, **kw))
         self.bias = nn.Parameter(torch.empty(members, out_features, **kw)) if bias else None
