@@ -35,6 +35,7 @@ from .lome import (
     _check_ensemble_input,
     _init_member_bias_,
     _init_rsqrt_uniform_,
+    _member_bias,
     _set_member_linear_sizes,
 )
 
@@ -133,7 +134,7 @@ class BatchEnsembleLinear(nn.Module):
         self.chunks = _check_chunks(chunks, in_features, init, first_layer)
         kw = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.empty(out_features, in_features, **kw))
-        self.bias = nn.Parameter(torch.empty(members, out_features, **kw)) if bias else None
+        self.bias = _member_bias(members, out_features, bias=bias, **kw)
         self.r = nn.Parameter(torch.empty(members, in_features, **kw))
         self.s = nn.Parameter(torch.empty(members, out_features, **kw))
         self.reset_parameters()

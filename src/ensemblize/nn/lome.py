@@ -48,6 +48,11 @@ def _set_member_linear_sizes(module: nn.Module, in_features: int, out_features: 
     module.members = check_members(members)
 
 
+def _member_bias(members: int, out_features: int, *, bias: bool, **kw) -> nn.Parameter | None:
+    """An uninitialised per-member bias ``(members, out_features)`` when ``bias``, else ``None``."""
+    return nn.Parameter(torch.empty(members, out_features, **kw)) if bias else None
+
+
 def _check_ensemble_input(
     x: object, members: int, in_features: int, layer: str, dtype: torch.dtype | None = None
 ) -> Tensor:
@@ -252,7 +257,7 @@ class _LowRankEnsembleLinear(nn.Module):
         self.form = form
         kw = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.empty(out_features, in_features, **kw))
-        self.bias = nn.Parameter(torch.empty(members, out_features, **kw)) if bias else None
+        self.bias = _member_bias(members, out_features, bias=bias, **kw)
         self.A = nn.Parameter(torch.empty(members, out_features, rank, **kw))
         self.B = nn.Parameter(torch.empty(members, in_features, rank, **kw))
         self.reset_parameters()
@@ -445,7 +450,7 @@ class EnsembleLinear(nn.Module):
         _set_member_linear_sizes(self, in_features, out_features, members)
         kw = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.empty(members, in_features, out_features, **kw))
-        self.bias = nn.Parameter(torch.empty(members, out_features, **kw)) if bias else None
+        self.bias = _member_bias(members, out_features, bias=bias, **kw)
         self.reset_parameters()
 
     @torch.no_grad()
