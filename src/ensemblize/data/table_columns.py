@@ -26,6 +26,7 @@ Categorical kinds (:data:`CATEGORY_KINDS`) give one canonical string per value, 
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from numbers import Integral, Real
 
 import numpy as np
@@ -94,7 +95,14 @@ def category_kind(col: pd.Series) -> str:
     elif pd.api.types.is_numeric_dtype(dtype):
         return "number"
     else:
-        values = pd.unique(col.dropna().to_numpy(dtype=object)).tolist()
+        try:
+            values = pd.unique(col.dropna().to_numpy(dtype=object)).tolist()
+        except TypeError:  # unhashable cells (dicts, lists, sets)
+            odd = next(v for v in col.dropna() if not isinstance(v, Hashable))
+            raise TypeError(
+                f"column {col.name!r} holds a {type(odd).__name__} cell ({odd!r:.60}); table cells must be "
+                "numbers, strings, bools, dates or missing"
+            ) from None
     if values and all(_is_bool(v) for v in values):
         return "bool"
     if values and all(_is_number(v) for v in values):

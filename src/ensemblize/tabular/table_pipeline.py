@@ -116,6 +116,9 @@ class TablePipeline(BaseEstimator):
         if not self._regression:
             from sklearn.utils.multiclass import type_of_target
 
+            if np.issubdtype(yarr.dtype, np.floating) and not np.isfinite(yarr).all():
+                raise ValueError("y holds NaN or infinity; class labels must be finite")
+
             kind = type_of_target(yarr)
             if kind not in ("binary", "multiclass"):
                 raise ValueError(f"Unknown label type: {kind!r}; y must hold class labels for a classifier")

@@ -53,7 +53,20 @@ from .progress import Progress
 from .setup import Run, check_options, make_run
 from .validation import MONITORS, check_scalar, monitor_key, validate
 
-__all__ = ["fit", "FitResult", "seed_everything", "OPTIMIZERS", "SCHEDULES", "MONITORS", "TASKS"]
+__all__ = [
+    "fit",
+    "FitResult",
+    "TrainingDiverged",
+    "seed_everything",
+    "OPTIMIZERS",
+    "SCHEDULES",
+    "MONITORS",
+    "TASKS",
+]
+
+
+class TrainingDiverged(FloatingPointError, ValueError):
+    """The training loss or a parameter became non-finite (NaN/inf): typically a too-high ``lr``."""
 
 
 @dataclass
@@ -347,7 +360,12 @@ def _train_epoch(run: Run, epoch: int, o: dict) -> tuple[float, float | None, fl
     sums = D.all_reduce_sum(sums.cpu(), run.ctx)
     train_loss = float(sums[0] / sums[2])
     if not math.isfinite(train_loss):
-        raise FloatingPointError(f"training loss is {train_loss} in epoch {epoch + 1}; try a lower lr")
+        raise TrainingDiverged(f"training loss is {train_loss} in epoch {epoch + 1}; try a lower lr")
+    bad = next((n for n, p in run.module.named_parameters() if not bool(torch.isfinite(p).all())), None)
+    if bad is not None:
+        raise TrainingDiverged(
+            f"parameter {bad!r} became non-finite in epoch {epoch + 1} (lr {o['lr']!r}); try a lower lr"
+        )
     return train_loss, (float(sums[1] / sums[2]) if run.regularizer is not None else None), lr_now
 
 
