@@ -36,9 +36,9 @@ import torch
 from ensemblize.data.images import load_digits
 from ensemblize.diversity import sharing
 from ensemblize.metrics.calibration import accuracy, ece, nll
-from ensemblize.runner import MethodSpec, TrainConfig, _regularizer, build_method
+from ensemblize.runner import MethodSpec, TrainConfig, build_method, train_method
 from ensemblize.sigma import sigma_layers
-from ensemblize.training import fit, predict_outputs
+from ensemblize.training import predict_outputs
 
 TAUS = (0.1, 0.5, 1.0, 5.0)
 LAMS = (1e-3, 1e-2, 0.1, 0.5, 2.0)
@@ -80,21 +80,7 @@ def run_setting(tau: float, lam: float, seed: int, epochs: int) -> dict:
     g0 = _gates(model)
     init = gate_stats(model)
     start = time.perf_counter()
-    fit(
-        model,
-        (splits.x_train, splits.y_train),
-        (splits.x_val, splits.y_val),
-        epochs=train.epochs,
-        batch_size=train.batch_size,
-        optimizer=train.optimizer,
-        lr=train.lr,
-        weight_decay=train.weight_decay,
-        schedule=train.schedule,
-        regularizer=_regularizer(spec),
-        early_stopping_patience=train.early_stopping_patience,
-        seed=seed,
-        progress=False,
-    )
+    train_method(model, spec, splits, train, seed=seed, progress=False)
     seconds = time.perf_counter() - start
     g1 = _gates(model)
     end = gate_stats(model)

@@ -32,7 +32,16 @@ from .sigma.regularizer import softmax_temperature_loss
 from .training import distributed as D
 from .training import fit, logits_of, predict_outputs
 
-__all__ = ["MethodSpec", "TrainConfig", "RunOutcome", "METHODS", "build_method", "run_method", "load_method"]
+__all__ = [
+    "MethodSpec",
+    "TrainConfig",
+    "RunOutcome",
+    "METHODS",
+    "build_method",
+    "train_method",
+    "run_method",
+    "load_method",
+]
 
 METHODS = ("single", "temp_scaled", "deep", "batchensemble", "packed", "sigma")
 
@@ -117,6 +126,36 @@ def _regularizer(spec: MethodSpec):
     return lambda module: softmax_temperature_loss(module, spec.tau, spec.lam)
 
 
+def train_method(
+    module: nn.Module,
+    spec: MethodSpec,
+    splits: ImageSplits,
+    train: TrainConfig,
+    *,
+    seed: int,
+    progress: bool | None = None,
+    device: str | torch.device = "cpu",
+):
+    """Train ``module`` as ``spec`` on ``splits`` with ``train``'s recipe (σN-Ens adds its regulariser)."""
+    return fit(
+        module,
+        (splits.x_train, splits.y_train),
+        (splits.x_val, splits.y_val),
+        epochs=train.epochs,
+        batch_size=train.batch_size,
+        optimizer=train.optimizer,
+        lr=train.lr,
+        weight_decay=train.weight_decay,
+        schedule=train.schedule,
+        regularizer=_regularizer(spec),
+        early_stopping_patience=train.early_stopping_patience,
+        seed=seed,
+        progress=progress,
+        desc=f"{spec.name} {splits.name} seed={seed}",
+        device=device,
+    )
+
+
 def run_method(
     spec: MethodSpec,
     splits: ImageSplits,
@@ -134,23 +173,7 @@ def run_method(
     torch.manual_seed(seed)
     module = model if model is not None else build_method(spec, splits)
     start = time.perf_counter()
-    result = fit(
-        module,
-        (splits.x_train, splits.y_train),
-        (splits.x_val, splits.y_val),
-        epochs=train.epochs,
-        batch_size=train.batch_size,
-        optimizer=train.optimizer,
-        lr=train.lr,
-        weight_decay=train.weight_decay,
-        schedule=train.schedule,
-        regularizer=_regularizer(spec),
-        early_stopping_patience=train.early_stopping_patience,
-        seed=seed,
-        progress=progress,
-        desc=f"{spec.name} {splits.name} seed={seed}",
-        device=device,
-    )
+    result = train_method(module, spec, splits, train, seed=seed, progress=progress, device=device)
     extra: dict[str, Any] = {"setting": spec.name}
     if spec.method == "temp_scaled":
         logits = predict_outputs(module, splits.x_val, transform=logits_of, device=device)
