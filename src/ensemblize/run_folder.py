@@ -106,6 +106,16 @@ def clean_interrupted(root: Path) -> list[Path]:
     return removed
 
 
+def _read_json(path: Path, *, missing: str) -> Any:
+    """``path``'s JSON; RunFolderError with ``missing`` if absent, or naming the file if malformed."""
+    if not path.is_file():
+        raise RunFolderError(missing)
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise RunFolderError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+
+
 def read_manifest(root: str | os.PathLike, *, verify: bool = True) -> dict[str, Any]:
     """The manifest of a finished run; RunFolderError if it is missing, incomplete or does not match.
 
@@ -113,12 +123,9 @@ def read_manifest(root: str | os.PathLike, *, verify: bool = True) -> dict[str, 
     """
     root = Path(root)
     path = root / MANIFEST
-    if not path.is_file():
-        raise RunFolderError(f"{root} has no {MANIFEST}: the run did not finish (rerun it with --resume)")
-    try:
-        manifest = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise RunFolderError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    manifest = _read_json(
+        path, missing=f"{root} has no {MANIFEST}: the run did not finish (rerun it with --resume)"
+    )
     if not isinstance(manifest, dict) or manifest.get("complete") is not True:
         raise RunFolderError(f"{path} does not mark a complete run (key 'complete' is not true)")
     files = manifest.get("files")
@@ -177,12 +184,11 @@ class RunFolder:
 
     def _check_same_config(self) -> None:
         stored_path = self.path / CONFIG
-        if not stored_path.is_file():
-            raise RunFolderError(f"cannot resume {self.path}: it has no {CONFIG} (not a run folder)")
-        try:
-            stored = json.loads(stored_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise RunFolderError(f"cannot resume: {stored_path} is not valid JSON ({exc.msg})") from exc
+        stored = _read_json(
+            stored_path, missing=f"cannot resume {self.path}: it has no {CONFIG} (not a run folder)"
+        )
+        if not isinstance(stored, dict) or not isinstance(stored.get("config", {}), dict):
+            raise RunFolderError(f"cannot resume: {stored_path} does not hold a 'config' mapping")
         diff = config_differences(stored.get("config", {}), json.loads(json.dumps(self.config)))
         if diff:
             raise RunFolderError(
