@@ -164,10 +164,28 @@ def test_progress_lines_without_a_terminal_and_quiet(capsys):
     run_jobs(_jobs((0, 0)), quiet=False)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2
-    assert err[0].startswith("toy [1/2] m0 seed=0: accuracy 0.5000, nll nan, train 0.0 s (")
-    assert "ETA" in err[1] and err[1].startswith("toy [2/2]")
+    assert err[0].startswith("toy [1/2 jobs] m0 seed=0: accuracy 0.5000, nll nan, train 0.0 s (")
+    assert "elapsed, ETA" in err[1] and err[1].startswith("toy [2/2 jobs]") and err[1].endswith("ETA 0:00")
     run_jobs(_jobs((0, 0)), quiet=True)
     assert capsys.readouterr().err == ""
+
+
+def test_resumed_jobs_are_shown_but_give_no_eta(tmp_path: Path, capsys):
+    out = tmp_path / "run"
+    run_jobs(_jobs((0,)), out=out, quiet=True)
+    run_jobs(_jobs((0, 0)), out=out, quiet=False)
+    err = capsys.readouterr().err.strip().splitlines()
+    # the resumed job took no time here: no rate to extrapolate from yet, so the ETA is unknown
+    assert (
+        err[0].startswith("toy [1/2 jobs] m0 seed=0: ") and "(resumed)" in err[0] and err[0].endswith("ETA ?")
+    )
+    assert err[1].startswith("toy [2/2 jobs] m1 seed=1: ") and err[1].endswith("ETA 0:00")
+
+
+@pytest.mark.parametrize("workers", [-1, 1.5, True, "2"])
+def test_bad_workers_is_an_option_error_naming_the_value(workers):
+    with pytest.raises(OptionError, match=rf"--workers: workers must be .*{workers!r}"):
+        run_jobs(_jobs((0,)), workers=workers, quiet=True)
 
 
 def test_scheduler_without_distributed_is_a_clear_error(monkeypatch):

@@ -90,7 +90,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from .._checks import check_int
+
+if TYPE_CHECKING:
+    from ..training.progress import Progress
 
 __all__ = [
     "Execution",
@@ -322,8 +327,10 @@ def make_executor(*, workers: int | None = None, scheduler: str | None = None) -
     if workers is None or workers == 0:
         yield None
         return
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-        raise OptionError("--workers", f"must be an integer ≥ 0, got {workers!r}")
+    try:
+        workers = check_int(workers, name="workers", minimum=0)
+    except (TypeError, ValueError) as exc:
+        raise OptionError("--workers", str(exc)) from exc
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -390,44 +397,10 @@ def _default_describe(records: Sequence[Mapping[str, Any]]) -> str:
     return ", ".join(parts)
 
 
-class _Progress:
-    """A tqdm.auto bar on a terminal or notebook; one line per job otherwise; nothing when quiet."""
-
-    def __init__(self, experiment: str, total: int, *, quiet: bool, describe: Callable) -> None:
-        from ..training.progress import interactive
-
-        self.experiment, self.total, self.quiet, self.describe = experiment, total, quiet, describe
-        self.done = 0
-        self.start = time.perf_counter()
-        self.bar = None
-        if not quiet and interactive():
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=total, desc=experiment, unit="job", leave=True)
-
-    def update(self, result: JobResult) -> None:
-        self.done += 1
-        if self.quiet:
-            return
-        what = "resumed" if result.resumed else f"{result.seconds:.1f} s"
-        text = f"{result.job.label}: {self.describe(result.records)} ({what})"
-        if self.bar is not None:
-            self.bar.set_postfix_str(text, refresh=False)
-            self.bar.update(1)
-            return
-        from ..training.progress import duration
-
-        elapsed = time.perf_counter() - self.start
-        eta = elapsed / self.done * (self.total - self.done)
-        print(
-            f"{self.experiment} [{self.done}/{self.total}] {text}; elapsed {duration(elapsed)}, ETA {duration(eta)}",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+def _show(progress: Progress, result: JobResult, describe: Callable) -> None:
+    """One job done: its label, what ``describe`` says of its records, and its time (or that it resumed)."""
+    what = "resumed" if result.resumed else f"{result.seconds:.1f} s"
+    progress.step(f"{result.job.label}: {describe(result.records)} ({what})", skipped=result.resumed)
 
 
 # --- running -----------------------------------------------------------------------------------------
@@ -455,18 +428,21 @@ def run_jobs(
         for i, job in enumerate(jobs):
             results[i] = _load_done(out, job)
     experiment = jobs[0].experiment if jobs else "jobs"
-    progress = _Progress(experiment, len(jobs), quiet=quiet, describe=describe or _default_describe)
+    from ..training.progress import Progress
+
+    describe = describe or _default_describe
+    progress = Progress(len(jobs), desc=experiment, unit="job", enabled=not quiet)
     try:
         for r in results:
             if r is not None:
-                progress.update(r)
+                _show(progress, r, describe)
         todo = [i for i, r in enumerate(results) if r is None]
 
         def finished(i: int, result: JobResult) -> None:
             results[i] = result
             if out is not None:
                 _save_done(out, result)
-            progress.update(result)
+            _show(progress, result, describe)
 
         if executor is not None:
             _run_on(executor, jobs, todo, finished, threads=None)

@@ -58,10 +58,16 @@ class Progress:
 
     def update(self, values: Mapping[str, float] | None = None) -> None:
         """One step done; ``values`` (name -> number) are shown with 4 decimals."""
+        self.step(" ".join(f"{k} {v:.4f}" for k, v in (values or {}).items()))
+
+    def step(self, text: str, *, skipped: bool = False) -> None:
+        """One step done, described by ``text``. A ``skipped`` step (one resumed from an earlier run, so it
+        took no time here) counts for the position like ``initial`` ones, not for the ETA."""
         self.done += 1
+        if skipped:
+            self.initial += 1
         if not self.enabled:
             return
-        text = " ".join(f"{k} {v:.4f}" for k, v in (values or {}).items())
         if self.bar is not None:
             self.bar.set_postfix_str(text, refresh=False)
             self.bar.update(1)
