@@ -132,20 +132,49 @@ def test_job_scores_are_the_public_estimators_own():
     assert again["metrics"] == rec["metrics"]
 
 
-def test_job_gbdt_scores_match_fit_gbdt():
+def test_job_gbdt_scores_are_the_public_estimators_own():
+    """The GBDT record is what a user gets: GBDTRegressor(kind=...).fit(train, eval_set=val) scored on test."""
     pytest.importorskip("xgboost")
     from ensemblize.data.table_preprocessing import prepare
-    from ensemblize.tabular.gbdt import fit_gbdt
+    from ensemblize.tabular.gbdt import GBDTRegressor, fit_gbdt
 
     (rec,) = TM.tabular_job(method="xgboost", dataset="concrete", seed=3, **TINY)
-    p = prepare(TM.load_split("concrete", split_seed=0, max_rows=150), seed=0)
-    model = fit_gbdt("xgboost", p.X_train, p.y_train, p.X_val, p.y_val, task="regression", seed=3,
-                     params={"max_rounds": 20, "early_stopping_rounds": 5, "learning_rate": 0.05})  # fmt: skip
-    assert rec["metrics"]["rmse"] == pytest.approx(
-        evaluate_predictions("regression", p.y_test, model.predict(p.X_test))["rmse"]
+    sp = TM.load_split("concrete", split_seed=0, max_rows=150)
+    setting = {"max_rounds": 20, "early_stopping_rounds": 5, "learning_rate": 0.05}
+    est = GBDTRegressor(kind="xgboost", random_state=3, **setting).fit(
+        sp.train.X, sp.train.y, eval_set=(sp.val.X, sp.val.y)
+    )
+    std = float(np.std(sp.train.y.to_numpy()))
+    want = math.sqrt(np.mean((est.predict(sp.test.X) - sp.test.y.to_numpy()) ** 2)) / std
+    assert rec["metrics"]["rmse"] == pytest.approx(want, rel=1e-9)
+    assert rec["params"] == est.best_iteration_ + 1 and rec["members"] == 1
+    assert rec["setting"] == {**setting, "rounds": est.best_iteration_ + 1}
+    # the same numbers as the booster on the preprocessed matrices (the route before the estimators)
+    p = prepare(sp, seed=0)
+    model = fit_gbdt(
+        "xgboost", p.X_train, p.y_train, p.X_val, p.y_val, task="regression", seed=3, params=setting
     )
     assert rec["params"] == model.best_iteration + 1
-    assert rec["setting"]["learning_rate"] == 0.05
+    assert rec["metrics"]["rmse"] == pytest.approx(
+        evaluate_predictions("regression", p.y_test, model.predict(p.X_test))["rmse"], rel=1e-6
+    )
+
+
+def test_job_gbdt_classifier_scores_are_the_public_estimators_own():
+    pytest.importorskip("catboost")
+    from ensemblize.tabular.gbdt import GBDTClassifier
+
+    (rec,) = TM.tabular_job(method="catboost", dataset="hpc", seed=1, **TINY)
+    sp = TM.load_split("hpc", split_seed=0, max_rows=150)
+    est = GBDTClassifier(kind="catboost", random_state=1, max_rounds=20, early_stopping_rounds=5).fit(
+        sp.train.X, sp.train.y, eval_set=(sp.val.X, sp.val.y)
+    )
+    y = np.searchsorted(est.classes_, sp.test.y.to_numpy())
+    want = evaluate_predictions("multiclass", y, est.predict_proba(sp.test.X))
+    assert rec["metrics"]["log_loss"] == pytest.approx(want["log_loss"], rel=1e-9)
+    assert rec["metrics"]["accuracy"] == want["accuracy"]
+    # params counts trees: one per class per kept round
+    assert rec["params"] == (est.best_iteration_ + 1) * len(est.classes_) and rec["task"] == "multiclass"
 
 
 # --- experiments ---------------------------------------------------------------------------------

@@ -13,8 +13,10 @@ tables and figures from the merged records:
 * :func:`tabular_diversity` — member diversity per epoch for LoMETab, the additive ablation and the
   BatchEnsemble (TabM) layer on one table.
 
-Every network is the public estimator a user gets (:mod:`ensemblize.experiments.tabular_methods`
-lists the methods and the budget presets), on the registry's 64/16/20 splits
+Every method but the σN-MLP research baseline (``sigma``, which has no estimator) is the public
+estimator a user gets — the network estimators and the GBDT wrappers
+(:mod:`ensemblize.experiments.tabular_methods` lists the methods and the budget presets) — on the
+registry's 64/16/20 splits
 (:func:`ensemblize.data.tables.split`); the tables are in :mod:`ensemblize.experiments.tabular_tables`.
 """
 

@@ -1,8 +1,8 @@
 """One tabular job: train one method on one split table with one seed and score it (:func:`tabular_job`).
 
-Every network method is a **public estimator** fitted on the raw split DataFrames — what a user gets
-with ``LoMETabClassifier().fit(X, y, eval_set=(X_val, y_val))`` — and every GBDT goes through
-:func:`ensemblize.tabular.gbdt.fit_gbdt` on the preprocessed matrices. Methods (:data:`METHODS`):
+Every method but ``sigma`` is a **public estimator** fitted on the raw split DataFrames — what a user
+gets with ``LoMETabClassifier().fit(X, y, eval_set=(X_val, y_val))`` or
+``GBDTClassifier(kind="xgboost").fit(...)``. Methods (:data:`METHODS`):
 
 =================  ===============================================================================
 ``lometab``        :class:`~ensemblize.tabular.LoMETabClassifier` / ``Regressor`` (``layer="lome"``)
@@ -15,8 +15,9 @@ with ``LoMETabClassifier().fit(X, y, eval_set=(X_val, y_val))`` — and every GB
 ``sigma``          σN-Ens of a normalised MLP (:mod:`ensemblize.tabular.sigma_mlp`) with the diversity
                    regulariser (τ, λ) — a research baseline with no estimator, trained by
                    :func:`ensemblize.tabular.train.train_model` on the preprocessed matrices
-``xgboost``        :func:`~ensemblize.tabular.gbdt.fit_gbdt`, lr 0.05, early stopping on validation
-``catboost``       idem
+``xgboost``        :class:`~ensemblize.tabular.GBDTClassifier` / ``GBDTRegressor`` (``kind="xgboost"``),
+                   lr 0.05, early stopping on validation
+``catboost``       idem, ``kind="catboost"``
 =================  ===============================================================================
 
 Budgets (:data:`BUDGETS`): ``full`` leaves every estimator at **its own defaults** (LoMETab:
@@ -199,13 +200,22 @@ def _scores(task: str, y: np.ndarray, prediction: np.ndarray, *, prefix: str) ->
     return {f"{prefix}{k}": v for k, v in evaluate_predictions(task, y, prediction).items()}
 
 
+def _member_outputs(est, X: Any, task: str) -> np.ndarray:
+    """``(N, M)`` regression outputs (target units) or ``(N, M, C)`` probabilities of a fitted
+    estimator; a single model (a GBDT) is one member."""
+    if hasattr(est, "predict_members"):
+        return np.asarray(est.predict_members(X), dtype=np.float64)
+    single = est.predict(X) if task == "regression" else est.predict_proba(X)
+    return np.asarray(single, dtype=np.float64)[:, None]
+
+
 def _estimator_metrics(est, splits, task: str) -> tuple[dict[str, float], int]:
     """Test and validation scores (and test diversity) of a fitted estimator; its member count."""
     out: dict[str, float] = {}
     y_tr = splits.train.y.to_numpy()
     mean, std = (float(np.mean(y_tr)), float(np.std(y_tr))) if task == "regression" else (0.0, 1.0)
     for prefix, part in (("", splits.test), ("val_", splits.val)):
-        members = np.asarray(est.predict_members(part.X), dtype=np.float64)
+        members = _member_outputs(est, part.X, task)
         if task == "regression":
             z = (members - mean) / std
             out.update(
@@ -227,12 +237,17 @@ def _n_params(est) -> int:
     return int(sum(p.numel() for p in model.parameters())) if model is not None else -1
 
 
+def _timed_fit(est, splits) -> tuple[float, float]:
+    """Fit ``est`` on the raw training table, early-stopping on the validation table; wall and CPU seconds."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    est.fit(splits.train.X, splits.train.y, eval_set=(splits.val.X, splits.val.y))
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
 def _estimator_job(method, splits, *, seed, cfg, keep_history) -> dict[str, Any]:
     task = splits.train.task
     est, applied = make_estimator(method, task, seed=seed, cfg=cfg)
-    wall, cpu = time.perf_counter(), time.process_time()
-    est.fit(splits.train.X, splits.train.y, eval_set=(splits.val.X, splits.val.y))
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    wall, cpu = _timed_fit(est, splits)
     history = list(getattr(est, "history_", None) or [])
     metrics, members = _estimator_metrics(est, splits, task)
     record = {
@@ -250,30 +265,28 @@ def _estimator_job(method, splits, *, seed, cfg, keep_history) -> dict[str, Any]
     return record
 
 
-def _gbdt_job(method, prepared, *, seed, cfg) -> dict[str, Any]:
-    from ensemblize.tabular.gbdt import fit_gbdt
+def _gbdt_job(method, splits, *, seed, cfg) -> dict[str, Any]:
+    """The public GBDT wrapper (``kind=method``) on the raw split tables; ``params`` counts its trees."""
+    from ensemblize.tabular.gbdt import GBDTClassifier, GBDTRegressor
 
-    task = prepared.task
-    params = {
+    task = splits.train.task
+    setting = {
         "max_rounds": cfg["gbdt_rounds"],
         "early_stopping_rounds": cfg["gbdt_patience"],
         "learning_rate": _GBDT_LR,
     }
-    cpu = time.process_time()
-    model = fit_gbdt(method, prepared.X_train, prepared.y_train, prepared.X_val, prepared.y_val,
-                     task=task, seed=int(seed), params=params, n_classes=prepared.n_classes)  # fmt: skip
-    cpu = time.process_time() - cpu
-    metrics: dict[str, float] = {}
-    for prefix, x, y in (("", prepared.X_test, prepared.y_test), ("val_", prepared.X_val, prepared.y_val)):
-        metrics.update(_scores(task, y, model.predict(x), prefix=prefix))
-    rounds = model.best_iteration + 1
+    cls = GBDTRegressor if task == "regression" else GBDTClassifier
+    est = cls(kind=method, random_state=int(seed), impute=True, **setting)
+    wall, cpu = _timed_fit(est, splits)
+    metrics, _ = _estimator_metrics(est, splits, task)
+    rounds = int(est.best_iteration_) + 1
     return {
         "members": 1,
-        "params": int(rounds * (prepared.n_classes if task == "multiclass" else 1)),
-        "train_seconds": float(model.train_seconds),
+        "params": rounds * (len(est.classes_) if task == "multiclass" else 1),
+        "train_seconds": wall,
         "cpu_seconds": cpu,
         "metrics": metrics,
-        "setting": {**params, "rounds": rounds},
+        "setting": {**setting, "rounds": rounds},
     }
 
 
@@ -365,7 +378,7 @@ def tabular_job(
     splits = load_split(dataset, split_seed=split_seed, max_rows=max_rows)
     cfg = budget_config(budget, splits.train.n_rows, **(overrides or {}))
     if method in GBDT_METHODS:
-        body = _gbdt_job(method, _prepared(dataset, split_seed, max_rows), seed=seed, cfg=cfg)
+        body = _gbdt_job(method, splits, seed=seed, cfg=cfg)
     elif method == "sigma":
         body = _sigma_job(
             _prepared(dataset, split_seed, max_rows), seed=seed, cfg=cfg, keep_history=keep_history
