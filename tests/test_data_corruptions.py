@@ -259,11 +259,16 @@ def test_glass_blur_without_blur_only_permutes_pixels(monkeypatch):
 
 
 def test_errors_name_the_bad_value():
-    with pytest.raises(ValueError, match="unknown corruption kind 'rain'.*gaussian_noise.*fog"):
+    with pytest.raises(ValueError, match="corruption kind must be one of .*gaussian_noise.*fog.*got 'rain'"):
         corrupt(GRAY, "rain", 1, 0)
-    for bad in (0, 6, 2.5, True):
-        with pytest.raises(ValueError, match="severity"):
+    for bad in (0, 6):
+        with pytest.raises(ValueError, match=f"severity must be .*, got {bad}"):
             corrupt(GRAY, "fog", bad, 0)
+    for bad in (2.5, True):
+        with pytest.raises(TypeError, match=f"severity must be an int >= 1, got {bad}"):
+            corrupt(GRAY, "fog", bad, 0)
+    with pytest.raises(TypeError, match="reference_size must be an int"):
+        corrupt(GRAY, "fog", 1, 0, reference_size=32.0)
     with pytest.raises(ValueError, match="'saturate' needs colour"):
         corrupt(GRAY, "saturate", 1, 0)
     with pytest.raises(ValueError, match=r"\[0, 1\] pixels"):

@@ -143,10 +143,10 @@ def test_seeded_per_signal_and_types_kept(kind):
         (
             (np.zeros((2, 1, 5)), "fog", 1),
             ValueError,
-            "unknown signal shift kind 'fog'; valid kinds: gaussian_noise",
+            r"signal shift kind must be one of \('gaussian_noise', .*\), got 'fog'",
         ),
-        ((np.zeros((2, 1, 5)), "blur", 6), ValueError, "severity must be an integer in 0..5"),
-        ((np.zeros((2, 1, 5)), "blur", True), ValueError, "severity"),
+        ((np.zeros((2, 1, 5)), "blur", 6), ValueError, "severity must be <= 5, got 6"),
+        ((np.zeros((2, 1, 5)), "blur", True), TypeError, "severity must be an int >= 0, got True"),
         ((np.zeros((2, 1, 5), dtype=np.int64), "blur", 1), TypeError, "floating-point"),
         ((np.zeros(5), "blur", 1), ValueError, r"\(N, C, L\) or \(C, L\)"),
         ((np.full((1, 1, 3), np.nan), "blur", 1), ValueError, "non-finite"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 import torch
@@ -188,4 +189,20 @@ def check_module(value: object, *, name: str) -> torch.nn.Module:
     """Return ``value`` if it is a ``torch.nn.Module``, else raise TypeError naming ``name`` and its type."""
     if not isinstance(value, torch.nn.Module):
         raise TypeError(f"{name} must be a torch.nn.Module, got {type(value).__name__}")
+    return value
+
+
+def check_instance(
+    value: object, types: type | tuple[type, ...], *, name: str, what: str | None = None
+) -> Any:
+    """Return ``value`` if it is an instance of ``types``, else raise TypeError naming ``name`` and its type.
+
+    ``what`` words the expectation in the message (``"a bool or a folder path"``); by default it is
+    the type name(s) with an article, e.g. ``"an ImageSetup"`` or ``"a str or PathLike"``.
+    """
+    if not isinstance(value, types):
+        if what is None:
+            names = " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
+            what = f"{'an' if names[0] in 'AEIOUaeiou' else 'a'} {names}"
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
     return value

@@ -48,14 +48,14 @@ from __future__ import annotations
 import io
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from numbers import Integral
 from typing import Any
 
 import numpy as np
 import torch
 from scipy import ndimage
 
-from .._checks import float64_copy
+from .._checks import check_choice, check_int, check_size, float64_copy
+from ._names import parse_names
 
 __all__ = [
     "CORRUPTIONS",
@@ -118,22 +118,8 @@ _CHUNK = 512  # images per vectorised block (bounds memory; results do not depen
 # --- validation ------------------------------------------------------------------------------------
 
 
-def _check_kind(kind: object) -> str:
-    if not isinstance(kind, str) or kind not in SEVERITY_CONSTANTS:
-        raise ValueError(f"unknown corruption kind {kind!r}; valid kinds: {', '.join(CORRUPTIONS)}")
-    return kind
-
-
 def _check_severity(severity: object) -> int:
-    if isinstance(severity, bool) or not isinstance(severity, Integral) or not 1 <= int(severity) <= 5:
-        raise ValueError(f"severity must be an integer in 1..5, got {severity!r}")
-    return int(severity)
-
-
-def _check_seed(seed: object) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, Integral) or int(seed) < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    return int(seed)
+    return check_size(severity, name="severity", minimum=1, maximum=5)
 
 
 def _as_batch(images: object) -> tuple[np.ndarray, bool]:
@@ -529,11 +515,10 @@ def corrupt(
             outside [0, 1], a bad shape, or ``saturate`` on grayscale images.
         TypeError: non-float input.
     """
-    kind = _check_kind(kind)
+    kind = check_choice(kind, CORRUPTIONS, name="corruption kind")
     severity = _check_severity(severity)
-    seed = _check_seed(seed)
-    if isinstance(reference_size, bool) or not isinstance(reference_size, Integral) or reference_size < 1:
-        raise ValueError(f"reference_size must be a positive integer, got {reference_size!r}")
+    seed = check_int(seed, name="seed", minimum=0)
+    check_int(reference_size, name="reference_size")
     x, single = _as_batch(images)
     if kind in _COLOUR_ONLY and x.shape[1] != 3:
         raise ValueError(f"corruption {kind!r} needs colour images (C = 3), got C = {x.shape[1]}")
@@ -550,12 +535,7 @@ def corrupt(
 
 def parse_corruptions(spec: str | Iterable[str]) -> tuple[str, ...]:
     """``"gaussian_noise,fog"`` (or an iterable of names, or ``"all"``) -> validated tuple of kinds."""
-    names = [s.strip() for s in spec.split(",") if s.strip()] if isinstance(spec, str) else list(spec)
-    if names == ["all"]:
-        return CORRUPTIONS
-    if not names:
-        raise ValueError(f"no corruption kinds given; valid kinds: {', '.join(CORRUPTIONS)}")
-    return tuple(_check_kind(k) for k in names)
+    return parse_names(spec, CORRUPTIONS, what="corruption kind")
 
 
 def corrupt_dataset(
@@ -582,7 +562,7 @@ def corrupt_dataset(
             if k in _COLOUR_ONLY and channels != 3:
                 raise ValueError(f"corruption {k!r} needs colour images (C = 3), got C = {channels}")
     severities = tuple(_check_severity(s) for s in severities)
-    _check_seed(seed)
+    check_int(seed, name="seed", minimum=0)
     _as_batch(images)  # validate once up front
 
     def generate() -> Iterator[tuple[str, int, np.ndarray | torch.Tensor]]:

@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 from torch import Tensor
 
+from .._checks import check_bool, check_choice, check_size
 from .corruptions import CORRUPTIONS
 from .images import ImageSplits, subsample_train
 from .shifts1d import SIGNAL_SHIFTS
@@ -92,8 +93,7 @@ class Benchmark:
     near_ood: dict[str, Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.modality not in DEFAULT_MODEL:
-            raise ValueError(f"modality must be 'image' or 'signal', got {self.modality!r}")
+        check_choice(self.modality, tuple(DEFAULT_MODEL), name="modality")
 
     @classmethod
     def for_splits(cls, splits: ImageSplits, *, near_ood: dict[str, Tensor] | None = None) -> Benchmark:
@@ -156,7 +156,7 @@ class Benchmark:
             return self.splits.normalize(shift_signals(raw, kind, severity, seed))
         from .corruptions import corrupt
 
-        if isinstance(severity, int) and not isinstance(severity, bool) and severity == 0:
+        if check_size(severity, name="severity", minimum=0, maximum=5) == 0:
             return x.detach().clone()
         x01 = self.splits.denormalize(x).clamp(0, 1).detach().cpu().numpy().astype(np.float64)
         ref = min(32, int(x.shape[-1]))
@@ -206,10 +206,8 @@ def load_dataset(
     Raises ValueError for an unknown name (listing the valid ones), ``heldout`` on CIFAR, CIFAR
     without ``root``, or a ``train_size`` outside ``[num_classes, train split size]``.
     """
-    if not isinstance(name, str) or name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; choose one of {list(DATASETS)}")
-    if not isinstance(heldout, bool):
-        raise TypeError(f"heldout must be a bool, got {heldout!r}")
+    check_choice(name, DATASETS, name="dataset")
+    check_bool(heldout, name="heldout")
     near: dict[str, Tensor] = {}
     if heldout:
         splits, near = _load_heldout(name, seed)

@@ -15,15 +15,15 @@ such as ``"gaussian,photos"``. Olivetti faces are not used: scikit-learn downloa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from numbers import Integral
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from .._checks import check_int
+from .._checks import check_int, check_positive
 from ._names import parse_names
 from .images import ImageSplits, load_digits
 
@@ -43,16 +43,26 @@ NAMES: tuple[str, ...] = ("gaussian", "uniform", "shuffled", "photos")
 """Far-OOD set names accepted by :func:`ood_sets` (and ``--ood`` on the command line)."""
 
 
-def _check_shape(shape: object) -> tuple[int, int, int]:
-    if (
-        not isinstance(shape, Sequence)
-        or len(shape) != 3
-        or any(isinstance(s, bool) or not isinstance(s, Integral) or s < 1 for s in shape)
-    ):
-        raise ValueError(f"shape must be (C, H, W) with positive integers, got {shape!r}")
-    if shape[0] not in (1, 3):
-        raise ValueError(f"shape must have 1 or 3 channels, got {shape[0]}")
-    return int(shape[0]), int(shape[1]), int(shape[2])
+def parse_ood_names(spec: str | Iterable[str]) -> tuple[str, ...]:
+    """``"gaussian,photos"`` (or an iterable, or ``"all"``) -> validated tuple of :data:`NAMES`."""
+    return parse_names(spec, NAMES, what="OOD set")
+
+
+def _check_shape(shape: object, axes: tuple[str, ...]) -> tuple[int, ...]:
+    """``shape`` as a tuple of ``len(axes)`` ints >= 1, one per named axis (``("C", "H", "W")``)."""
+    dims = tuple(shape) if isinstance(shape, Iterable) else None
+    if dims is None or len(dims) != len(axes):
+        raise ValueError(f"shape must be ({', '.join(axes)}), got {shape!r}")
+    return tuple(
+        check_int(d, name=f"shape[{i}] ({axis})") for i, (axis, d) in enumerate(zip(axes, dims, strict=True))
+    )
+
+
+def _image_shape(shape: object) -> tuple[int, int, int]:
+    c, h, w = _check_shape(shape, ("C", "H", "W"))
+    if c not in (1, 3):
+        raise ValueError(f"shape must have 1 or 3 channels, got {c}")
+    return c, h, w
 
 
 # --- near-OOD ----------------------------------------------------------------------------------------
@@ -114,9 +124,8 @@ def gaussian_noise_images(
 ) -> np.ndarray:
     """``(n, C, H, W)`` i.i.d. ``N(mean, std²)`` pixels clipped to [0, 1] (Outlier Exposure's "Gaussian")."""
     n = check_int(n, name="n", minimum=1)
-    shape = _check_shape(shape)
-    if not std > 0:
-        raise ValueError(f"std must be > 0, got {std!r}")
+    shape = _image_shape(shape)
+    check_positive(std, name="std")
     rng = np.random.default_rng(seed)
     return np.clip(rng.normal(mean, std, size=(n, *shape)), 0.0, 1.0).astype(np.float32)
 
@@ -124,7 +133,7 @@ def gaussian_noise_images(
 def uniform_noise_images(n: int, *, shape: Sequence[int], seed: int = 0) -> np.ndarray:
     """``(n, C, H, W)`` i.i.d. ``U[0, 1]`` pixels."""
     n = check_int(n, name="n", minimum=1)
-    shape = _check_shape(shape)
+    shape = _image_shape(shape)
     return np.random.default_rng(seed).random((n, *shape), dtype=np.float64).astype(np.float32)
 
 
@@ -164,7 +173,7 @@ def photo_crops(
     from sklearn.datasets import load_sample_images
 
     n = check_int(n, name="n", minimum=1)
-    c, h, w = _check_shape(shape)
+    c, h, w = _image_shape(shape)
     if not 0 < min_crop <= max_crop <= 1:
         raise ValueError(f"need 0 < min_crop <= max_crop <= 1, got {min_crop!r}, {max_crop!r}")
     photos = [Image.fromarray(p) for p in load_sample_images().images]
@@ -187,17 +196,56 @@ def photo_crops(
 # --- sets for an ImageSplits -------------------------------------------------------------------------
 
 
-def parse_ood_names(spec: str | Iterable[str]) -> tuple[str, ...]:
-    """``"gaussian,photos"`` (or an iterable, or ``"all"``) -> validated tuple of :data:`NAMES`."""
-    return parse_names(spec, NAMES, what="OOD set")
+@dataclass(frozen=True)
+class _FarOOD:
+    """How one modality builds its far-OOD sets: the one body of :func:`ood_sets` and
+    :func:`~ensemblize.data.ood1d.signal_ood_sets`.
+
+    ``order`` lists every set name (a set's seed derives from its index); ``generate`` maps each name
+    but ``"shuffled"`` to a generator ``(n, *, seed, **options)`` of raw inputs; ``shuffle(x, *, seed)``
+    permutes the positions of ID test inputs in raw units, clipped to [0, 1] first when ``clip01``.
+    """
+
+    order: tuple[str, ...]
+    generate: Mapping[str, Callable[..., np.ndarray]]
+    shuffle: Callable[..., np.ndarray]
+    clip01: bool
+
+    def build(
+        self, splits: ImageSplits, names: tuple[str, ...], *, n: int | None, seed: int, **options: Any
+    ) -> dict[str, Tensor]:
+        """Sets ``names`` for ``splits``, in its normalised space; ``n`` defaults to the ID test-set size.
+
+        Each set draws from its own seed, derived from ``(seed, order.index(name))``, so adding a kind
+        never changes the others. ``"shuffled"`` draws ID test inputs without replacement (cycling when
+        ``n`` exceeds the test set) and shuffles each; ``options`` go to every generator.
+        """
+        n = len(splits.x_test) if n is None else check_int(n, name="n", minimum=1)
+        out: dict[str, Tensor] = {}
+        for name in names:
+            sub = int(np.random.SeedSequence(seed, spawn_key=(self.order.index(name),)).generate_state(1)[0])
+            if name == "shuffled":
+                test = splits.denormalize(splits.x_test)
+                test = (test.clamp(0.0, 1.0) if self.clip01 else test).numpy()
+                rng = np.random.default_rng(sub)
+                pick = np.concatenate([rng.permutation(len(test)) for _ in range(-(-n // len(test)))])[:n]
+                raw = self.shuffle(test[pick], seed=sub + 1)
+            else:
+                raw = self.generate[name](n, seed=sub, **options)
+            out[name] = splits.normalize(raw)
+        return out
+
+
+_PIXEL_SETS = _FarOOD(
+    order=NAMES,
+    generate={"gaussian": gaussian_noise_images, "uniform": uniform_noise_images, "photos": photo_crops},
+    shuffle=shuffled_pixels,
+    clip01=True,
+)
 
 
 def ood_sets(
-    splits: ImageSplits,
-    *,
-    kinds: str | Iterable[str] = NAMES,
-    n: int | None = None,
-    seed: int = 0,
+    splits: ImageSplits, *, kinds: str | Iterable[str] = NAMES, n: int | None = None, seed: int = 0
 ) -> dict[str, Tensor]:
     """Far-OOD sets for ``splits``: name -> float32 ``(n, C, H, W)`` in the ID *normalised* space.
 
@@ -205,23 +253,5 @@ def ood_sets(
     permutes the pixels of ID test images (drawn without replacement, cycling when ``n`` exceeds
     the test set). Each set uses its own seed offset, so adding a kind never changes the others.
     """
-    names = parse_ood_names(kinds)
-    n = len(splits.x_test) if n is None else check_int(n, name="n", minimum=1)
     shape = tuple(int(s) for s in splits.x_test.shape[1:])
-    out: dict[str, Tensor] = {}
-    for name in names:
-        sub_seed = np.random.SeedSequence(seed, spawn_key=(NAMES.index(name),))
-        sub = int(sub_seed.generate_state(1)[0])
-        if name == "gaussian":
-            x01 = gaussian_noise_images(n, shape=shape, seed=sub)
-        elif name == "uniform":
-            x01 = uniform_noise_images(n, shape=shape, seed=sub)
-        elif name == "shuffled":
-            test01 = splits.denormalize(splits.x_test).clamp(0.0, 1.0).numpy()
-            rng = np.random.default_rng(sub)
-            order = np.concatenate([rng.permutation(len(test01)) for _ in range(-(-n // len(test01)))])[:n]
-            x01 = shuffled_pixels(test01[order], seed=sub + 1)
-        else:  # photos
-            x01 = photo_crops(n, shape=shape, seed=sub)
-        out[name] = splits.normalize(x01)
-    return out
+    return _PIXEL_SETS.build(splits, parse_ood_names(kinds), n=n, seed=seed, shape=shape)

@@ -30,7 +30,7 @@ from torch import Tensor
 from .._checks import check_int, check_positive
 from ._names import parse_names
 from .images import ImageSplits
-from .ood import NearOOD
+from .ood import NearOOD, _check_shape, _FarOOD
 
 __all__ = [
     "SIGNAL_OOD_NAMES",
@@ -47,17 +47,10 @@ SIGNAL_OOD_NAMES: tuple[str, ...] = ("gaussian", "smooth_noise", "shuffled", "si
 """Names of the far-OOD signal sets of :func:`signal_ood_sets`."""
 
 
-def _check_shape(shape: Sequence[int]) -> tuple[int, int]:
-    shape = tuple(shape)
-    if len(shape) != 2:
-        raise ValueError(f"shape must be (C, L), got {shape!r}")
-    return check_int(shape[0], name="shape[0] (channels)"), check_int(shape[1], name="shape[1] (length)")
-
-
 def gaussian_noise_signals(n: int, *, shape: Sequence[int], seed: int = 0, std: float = 1.0) -> np.ndarray:
     """``(n, C, L)`` float32 i.i.d. ``N(0, std²)`` values."""
     n = check_int(n, name="n")
-    c, length = _check_shape(shape)
+    c, length = _check_shape(shape, ("C", "L"))
     std = check_positive(std, name="std")
     return np.random.default_rng(seed).normal(0.0, std, size=(n, c, length)).astype(np.float32)
 
@@ -68,7 +61,7 @@ def smooth_noise_signals(
     """``(n, C, L)`` float32: white noise smoothed along time (Gaussian, ``sigma`` samples, edges wrap),
     then shifted and scaled to mean 0 and standard deviation ``std`` per signal and channel."""
     n = check_int(n, name="n")
-    c, length = _check_shape(shape)
+    c, length = _check_shape(shape, ("C", "L"))
     sigma = check_positive(sigma, name="sigma")
     std = check_positive(std, name="std")
     z = np.random.default_rng(seed).standard_normal((n, c, length))
@@ -82,7 +75,7 @@ def sinusoid_signals(n: int, *, shape: Sequence[int], seed: int = 0, std: float 
     """``(n, C, L)`` float32 ``std·√2·sin(2π f t / L + φ)`` (standard deviation ``std`` over a whole
     period), ``f`` uniform in {1, 2, 3, 4}, ``φ ~ U[0, 2π)``, one draw per signal (channels alike)."""
     n = check_int(n, name="n")
-    c, length = _check_shape(shape)
+    c, length = _check_shape(shape, ("C", "L"))
     std = check_positive(std, name="std")
     rng = np.random.default_rng(seed)
     freq = rng.integers(1, 5, size=n)
@@ -106,17 +99,25 @@ def shuffled_samples(signals: np.ndarray | Tensor, *, seed: int = 0) -> np.ndarr
     return np.take_along_axis(x, np.broadcast_to(perm[:, None, :], x.shape), axis=2).astype(np.float32)
 
 
+_SIGNAL_SETS = _FarOOD(
+    order=SIGNAL_OOD_NAMES,
+    generate={
+        "gaussian": gaussian_noise_signals,
+        "smooth_noise": smooth_noise_signals,
+        "sinusoids": sinusoid_signals,
+    },
+    shuffle=shuffled_samples,
+    clip01=False,
+)
+
+
 def parse_signal_ood_names(spec: str | Iterable[str]) -> tuple[str, ...]:
     """``"gaussian,sinusoids"`` (or an iterable, or ``"all"``) -> validated tuple of :data:`SIGNAL_OOD_NAMES`."""
     return parse_names(spec, SIGNAL_OOD_NAMES, what="signal OOD set")
 
 
 def signal_ood_sets(
-    splits: ImageSplits,
-    *,
-    kinds: str | Iterable[str] = SIGNAL_OOD_NAMES,
-    n: int | None = None,
-    seed: int = 0,
+    splits: ImageSplits, *, kinds: str | Iterable[str] = SIGNAL_OOD_NAMES, n: int | None = None, seed: int = 0
 ) -> dict[str, Tensor]:
     """Far-OOD sets for signal ``splits`` ``(N, C, L)``: name -> float32 ``(n, C, L)`` in the normalised space.
 
@@ -131,27 +132,8 @@ def signal_ood_sets(
         raise ValueError(
             f"signal_ood_sets needs (N, C, L) signals, got test inputs {tuple(splits.x_test.shape)}"
         )
-    n = len(splits.x_test) if n is None else check_int(n, name="n")
-    shape = splits.input_shape
     std = float(splits.std.mean())
-    out: dict[str, Tensor] = {}
-    for name in names:
-        sub = int(
-            np.random.SeedSequence(seed, spawn_key=(SIGNAL_OOD_NAMES.index(name),)).generate_state(1)[0]
-        )
-        if name == "gaussian":
-            raw = gaussian_noise_signals(n, shape=shape, seed=sub, std=std)
-        elif name == "smooth_noise":
-            raw = smooth_noise_signals(n, shape=shape, seed=sub, std=std)
-        elif name == "sinusoids":
-            raw = sinusoid_signals(n, shape=shape, seed=sub, std=std)
-        else:  # shuffled
-            test = splits.denormalize(splits.x_test).numpy()
-            rng = np.random.default_rng(sub)
-            order = np.concatenate([rng.permutation(len(test)) for _ in range(-(-n // len(test)))])[:n]
-            raw = shuffled_samples(test[order], seed=sub + 1)
-        out[name] = splits.normalize(raw)
-    return out
+    return _SIGNAL_SETS.build(splits, names, n=n, seed=seed, shape=splits.input_shape, std=std)
 
 
 def held_out_classes(

@@ -32,15 +32,14 @@ and every severity uses the same draws (common random numbers), so a higher seve
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from numbers import Integral
 
 import numpy as np
 import torch
 from scipy import ndimage
 
-from .._checks import float64_copy
+from .._checks import check_choice, check_int, check_size, float64_copy
 from ._names import parse_names
-from .corruptions import _check_seed, _streams
+from .corruptions import _streams
 
 __all__ = ["SIGNAL_SHIFTS", "SIGNAL_SHIFT_CONSTANTS", "parse_signal_shifts", "shift_signals"]
 
@@ -58,18 +57,6 @@ SIGNAL_SHIFT_CONSTANTS: dict[str, tuple[float, ...]] = {
 
 SIGNAL_SHIFTS: tuple[str, ...] = tuple(SIGNAL_SHIFT_CONSTANTS)
 """Names of the supported 1-D shift kinds."""
-
-
-def _check_kind(kind: object) -> str:
-    if not isinstance(kind, str) or kind not in SIGNAL_SHIFT_CONSTANTS:
-        raise ValueError(f"unknown signal shift kind {kind!r}; valid kinds: {', '.join(SIGNAL_SHIFTS)}")
-    return kind
-
-
-def _check_severity(severity: object) -> int:
-    if isinstance(severity, bool) or not isinstance(severity, Integral) or not 0 <= int(severity) <= 5:
-        raise ValueError(f"severity must be an integer in 0..5 (0 = unshifted), got {severity!r}")
-    return int(severity)
 
 
 def _as_signals(signals: object) -> tuple[np.ndarray, bool]:
@@ -148,9 +135,9 @@ def shift_signals(
         ValueError: unknown kind (the message lists the valid ones), severity outside 0..5, a bad
             shape or non-finite values. TypeError: non-float input.
     """
-    kind = _check_kind(kind)
-    severity = _check_severity(severity)
-    seed = _check_seed(seed)
+    kind = check_choice(kind, SIGNAL_SHIFTS, name="signal shift kind")
+    severity = check_size(severity, name="severity", minimum=0, maximum=5)
+    seed = check_int(seed, name="seed", minimum=0)
     x, single = _as_signals(signals)
     if severity == 0:
         out = x
