@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from sklearn.model_selection import train_test_split
 
-from .._checks import check_fraction, check_int
+from .._checks import check_instance, check_int, check_open_unit, check_size
 from .images import ImageSplits, subsample_train
 
 __all__ = ["MNIST1D_LENGTH", "MNIST1D_SIZES", "default_cache_dir", "generate_mnist1d", "load_mnist1d"]
@@ -145,8 +145,7 @@ def generate_mnist1d(
     fresh copies: the caller may modify them.
     """
     generation_seed = check_int(generation_seed, name="generation_seed", minimum=0)
-    if not isinstance(cache, (bool, str, os.PathLike)):
-        raise TypeError(f"cache must be a bool or a folder path, got {type(cache).__name__}")
+    check_instance(cache, (bool, str, os.PathLike), name="cache", what="a bool or a folder path")
     folder = None if cache is False else default_cache_dir() if cache is True else Path(cache)
     path = _cache_file(folder, generation_seed) if folder is not None else None
     arrays = _read_cache(path) if path is not None and path.is_file() else None
@@ -171,14 +170,10 @@ def _keep_classes(
 def _check_classes(classes: Sequence[int] | None) -> tuple[int, ...] | None:
     if classes is None:
         return None
-    out = tuple(classes)
-    if (
-        len(out) < 2
-        or len(set(out)) != len(out)
-        or any(isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= c <= 9 for c in out)
-    ):
+    out = tuple(check_size(c, name="classes", minimum=0, maximum=9) for c in classes)
+    if len(out) < 2 or len(set(out)) != len(out):
         raise ValueError(f"classes must be at least 2 distinct digits in 0..9, got {classes!r}")
-    return tuple(int(c) for c in out)
+    return out
 
 
 def load_mnist1d(
@@ -205,9 +200,7 @@ def load_mnist1d(
         train / val / test = 3,600 / 400 / 1,000.
     """
     seed = check_int(seed, name="seed", minimum=0)
-    check_fraction(val_fraction, name="val_fraction")
-    if val_fraction >= 1:
-        raise ValueError(f"val_fraction must be < 1, got {val_fraction}")
+    check_open_unit(val_fraction, name="val_fraction")
     ids = _check_classes(classes)
     data = generate_mnist1d(generation_seed=generation_seed, cache=cache)
     x_pool, y_pool = _keep_classes(data["x_train"], data["y_train"], ids)
