@@ -40,6 +40,21 @@ class Metric:
         self._kwargs = kwargs
         self.reset()
 
+    def __init_subclass__(
+        cls, *, fn: Callable[..., Any] | None = None, takes: str = "", **kwargs: Any
+    ) -> None:
+        """``class X(Base, fn=f, takes="probs, labels")`` declares the streaming twin of ``f``.
+
+        ``f`` becomes ``X.fn`` (a static method); a class without a docstring of its own gets one that
+        links ``f`` and, when given, says what ``update`` takes.
+        """
+        super().__init_subclass__(**kwargs)
+        if fn is not None:
+            cls.fn = staticmethod(fn)
+            if cls.__doc__ is None:
+                update = f"; ``update({takes})``" if takes else ""
+                cls.__doc__ = f"Streaming :func:`~ensemblize.metrics.{fn.__name__}`{update}."
+
     def reset(self) -> None:
         """Forget every batch seen so far."""
         raise NotImplementedError
@@ -114,213 +129,145 @@ class _SampleMean(Metric):
         return self._total / self._count
 
 
-class Accuracy(_SampleMean):
-    """Streaming :func:`~ensemblize.metrics.accuracy`; ``update(probs, labels)``."""
-
-    fn = staticmethod(accuracy)
+class Accuracy(_SampleMean, fn=accuracy, takes="probs, labels"): ...
 
 
-class NLL(_SampleMean):
+class NLL(_SampleMean, fn=nll):
     """Streaming :func:`~ensemblize.metrics.nll`; ``update(probs_or_member_logits, labels)``."""
-
-    fn = staticmethod(nll)
 
     def __init__(self, *, from_logits: bool = False, eps: float = 1e-12) -> None:
         super().__init__(from_logits=from_logits, eps=eps)
 
 
-class Brier(_SampleMean):
-    """Streaming :func:`~ensemblize.metrics.brier`; ``update(probs, labels)``."""
-
-    fn = staticmethod(brier)
+class Brier(_SampleMean, fn=brier, takes="probs, labels"): ...
 
 
-class Disagreement(_SampleMean):
-    """Streaming :func:`~ensemblize.metrics.disagreement`; ``update(member_probs)``."""
-
-    fn = staticmethod(disagreement)
+class Disagreement(_SampleMean, fn=disagreement, takes="member_probs"): ...
 
 
-class PairwiseKL(_SampleMean):
-    """Streaming :func:`~ensemblize.metrics.pairwise_kl`; ``update(member_probs)``."""
-
-    fn = staticmethod(pairwise_kl)
-
+class PairwiseKL(_SampleMean, fn=pairwise_kl, takes="member_probs"):
     def __init__(self, *, eps: float = 1e-12) -> None:
         super().__init__(eps=eps)
 
 
-class MutualInformation(_SampleMean):
+class MutualInformation(_SampleMean, fn=mutual_information):
     """Streaming :func:`~ensemblize.metrics.mutual_information` (mean over samples); ``update(member_probs)``."""
 
-    fn = staticmethod(mutual_information)
+
+class Ambiguity(_SampleMean, fn=ambiguity, takes="member_preds"): ...
 
 
-class Ambiguity(_SampleMean):
-    """Streaming :func:`~ensemblize.metrics.ambiguity`; ``update(member_preds)``."""
-
-    fn = staticmethod(ambiguity)
-
-
-class _Calibration(Metric):
-    """Keeps ``p̄`` (N, C) and labels; ``compute`` calls the functional form on all of them."""
+class _Stored(Metric):
+    """Keeps two lists of validated per-sample arrays, one entry per batch; ``compute`` calls the
+    functional form on both, each concatenated."""
 
     fn: ClassVar[Callable[..., Any]]
 
     def reset(self) -> None:
-        self._probs: list[np.ndarray] = []
-        self._labels: list[np.ndarray] = []
+        self._first: list[np.ndarray] = []
+        self._second: list[np.ndarray] = []
+
+    def _missing(self) -> ValueError:
+        return self._empty()
+
+    def compute(self) -> Any:
+        """The functional form on every batch since the last ``reset``."""
+        if not self._first or not self._second:
+            raise self._missing()
+        return type(self).fn(np.concatenate(self._first), np.concatenate(self._second), **self._kwargs)
+
+
+class _Calibration(_Stored):
+    """Keeps ``p̄`` (N, C) and labels; ``compute`` calls the functional form on all of them."""
 
     def update(self, probs: Any, labels: Any) -> None:
         """Accumulate ``probs`` ``(B, C)`` or ``(B, M, C)`` (stored as ``p̄``) and ``labels`` ``(B,)``."""
         p = V.mean_probs(V.probabilities(probs))
         y = V.labels(labels, p.shape[0], p.shape[1])
-        if self._probs and p.shape[1] != self._probs[0].shape[1]:
+        if self._first and p.shape[1] != self._first[0].shape[1]:
             raise ValueError(
-                f"probs has {p.shape[1]} classes but earlier batches had {self._probs[0].shape[1]}"
+                f"probs has {p.shape[1]} classes but earlier batches had {self._first[0].shape[1]}"
             )
-        self._probs.append(p)
-        self._labels.append(y)
-
-    def compute(self) -> Any:
-        if not self._probs:
-            raise self._empty()
-        return type(self).fn(np.concatenate(self._probs), np.concatenate(self._labels), **self._kwargs)
+        self._first.append(p)
+        self._second.append(y)
 
 
-class ECE(_Calibration):
-    """Streaming :func:`~ensemblize.metrics.ece`; ``update(probs, labels)``."""
-
-    fn = staticmethod(ece)
-
+class ECE(_Calibration, fn=ece, takes="probs, labels"):
     def __init__(self, n_bins: int = 15, *, binning: str = "equal_width", classwise: bool = False) -> None:
         V.n_bins(n_bins)
         V.choice(binning, BINNINGS, name="binning")
         super().__init__(n_bins=n_bins, binning=binning, classwise=classwise)
 
 
-class Reliability(_Calibration):
-    """Streaming :func:`~ensemblize.metrics.reliability`; ``update(probs, labels)``."""
-
-    fn = staticmethod(reliability)
-
+class Reliability(_Calibration, fn=reliability, takes="probs, labels"):
     def __init__(self, n_bins: int = 15, *, binning: str = "equal_width") -> None:
         V.n_bins(n_bins)
         V.choice(binning, BINNINGS, name="binning")
         super().__init__(n_bins=n_bins, binning=binning)
 
 
-class _OOD(Metric):
+class _OOD(_Stored):
     """Keeps ID and OOD confidences; ``update(id_confidence=..., ood_confidence=...)``."""
-
-    fn: ClassVar[Callable[..., float]]
-
-    def reset(self) -> None:
-        self._id: list[np.ndarray] = []
-        self._ood: list[np.ndarray] = []
 
     def update(self, id_confidence: Any = None, ood_confidence: Any = None) -> None:
         """Accumulate a batch of ID confidences, OOD confidences, or both (``(B,)`` each)."""
         if id_confidence is None and ood_confidence is None:
             raise ValueError("update() needs id_confidence, ood_confidence or both")
         if id_confidence is not None:
-            self._id.append(V.scores(id_confidence, name="id_confidence"))
+            self._first.append(V.scores(id_confidence, name="id_confidence"))
         if ood_confidence is not None:
-            self._ood.append(V.scores(ood_confidence, name="ood_confidence"))
+            self._second.append(V.scores(ood_confidence, name="ood_confidence"))
 
-    def compute(self) -> float:
-        if not self._id or not self._ood:
-            missing = "id_confidence" if not self._id else "ood_confidence"
-            raise ValueError(f"{type(self).__name__}.compute(): no {missing} seen yet")
-        return type(self).fn(np.concatenate(self._id), np.concatenate(self._ood), **self._kwargs)
+    def _missing(self) -> ValueError:
+        missing = "id_confidence" if not self._first else "ood_confidence"
+        return ValueError(f"{type(self).__name__}.compute(): no {missing} seen yet")
 
 
-class OODAUROC(_OOD):
-    """Streaming :func:`~ensemblize.metrics.ood_auroc`."""
-
-    fn = staticmethod(ood_auroc)
+class OODAUROC(_OOD, fn=ood_auroc): ...
 
 
-class OODAUPR(_OOD):
-    """Streaming :func:`~ensemblize.metrics.ood_aupr`."""
-
-    fn = staticmethod(ood_aupr)
-
+class OODAUPR(_OOD, fn=ood_aupr):
     def __init__(self, *, positive: str = "ood") -> None:
         V.choice(positive, ("ood", "id"), name="positive")
         super().__init__(positive=positive)
 
 
-class FPRAtTPR(_OOD):
-    """Streaming :func:`~ensemblize.metrics.fpr_at_tpr`."""
-
-    fn = staticmethod(fpr_at_tpr)
-
+class FPRAtTPR(_OOD, fn=fpr_at_tpr):
     def __init__(self, tpr: float = 0.95) -> None:
         V.open_unit(tpr, name="tpr")
         super().__init__(tpr=tpr)
 
 
-class _Selective(Metric):
+class _Selective(_Stored):
     """Keeps confidences and losses; ``update(confidence, losses)``."""
-
-    fn: ClassVar[Callable[..., Any]]
-
-    def reset(self) -> None:
-        self._conf: list[np.ndarray] = []
-        self._loss: list[np.ndarray] = []
 
     def update(self, confidence: Any, losses: Any) -> None:
         """Accumulate ``confidence`` ``(B,)`` and per-sample ``losses`` ``(B,)``."""
         c, loss = V.confidence_and_losses(confidence, losses)
-        self._conf.append(c)
-        self._loss.append(loss)
-
-    def compute(self) -> Any:
-        if not self._conf:
-            raise self._empty()
-        return type(self).fn(np.concatenate(self._conf), np.concatenate(self._loss), **self._kwargs)
+        self._first.append(c)
+        self._second.append(loss)
 
 
-class RiskCoverage(_Selective):
+class RiskCoverage(_Selective, fn=risk_coverage):
     """Streaming :func:`~ensemblize.metrics.risk_coverage` (returns the curve)."""
 
-    fn = staticmethod(risk_coverage)
+
+class AURC(_Selective, fn=aurc): ...
 
 
-class AURC(_Selective):
-    """Streaming :func:`~ensemblize.metrics.aurc`."""
-
-    fn = staticmethod(aurc)
+class EAURC(_Selective, fn=eaurc): ...
 
 
-class EAURC(_Selective):
-    """Streaming :func:`~ensemblize.metrics.eaurc`."""
-
-    fn = staticmethod(eaurc)
+class AUGRC(_Selective, fn=augrc): ...
 
 
-class AUGRC(_Selective):
-    """Streaming :func:`~ensemblize.metrics.augrc`."""
-
-    fn = staticmethod(augrc)
-
-
-class RiskAtCoverage(_Selective):
-    """Streaming :func:`~ensemblize.metrics.risk_at_coverage`."""
-
-    fn = staticmethod(risk_at_coverage)
-
+class RiskAtCoverage(_Selective, fn=risk_at_coverage):
     def __init__(self, coverage: float) -> None:
         V.coverage(coverage)
         super().__init__(coverage=coverage)
 
 
-class CoverageAtRisk(_Selective):
-    """Streaming :func:`~ensemblize.metrics.coverage_at_risk`."""
-
-    fn = staticmethod(coverage_at_risk)
-
+class CoverageAtRisk(_Selective, fn=coverage_at_risk):
     def __init__(self, risk: float) -> None:
         V.nonnegative_real(risk, name="risk")
         super().__init__(risk=risk)
