@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
+from ensemblize._keywords import passes_keywords
 from ensemblize.models.resnet import Layers, ResNet, check_channels
 
 __all__ = ["Layers1d", "Layers1dFrom2d", "ResNet1d", "resnet1d"]
@@ -90,6 +91,7 @@ class Layers1dFrom2d(Layers1d):
         return self.layers2d.exit()
 
 
+@passes_keywords(ResNet, defaults={"in_channels": 1})
 class ResNet1d(ResNet):
     """1-D ResNet: ``(B, in_channels, L) -> (B, num_classes)`` (``(B, M, num_classes)`` with an ensemble factory).
 
@@ -102,10 +104,10 @@ class ResNet1d(ResNet):
     Args:
         blocks: blocks per stage, e.g. ``(1, 1, 1)``.
         widths: channels per stage, e.g. ``(32, 64, 128)``.
-        in_channels: input channels (1 for MNIST-1D).
-        num_classes: output classes.
         stem_kernel: the stem's kernel size (odd, so the stem keeps the length).
         layers: a 1-D layer factory (default :class:`Layers1d`).
+        in_channels, num_classes: as :class:`~ensemblize.models.resnet.ResNet`, keyword-only
+            (``in_channels`` defaults to 1 here, for MNIST-1D).
     """
 
     def __init__(
@@ -113,19 +115,18 @@ class ResNet1d(ResNet):
         blocks: Sequence[int],
         widths: Sequence[int],
         *,
-        in_channels: int = 1,
-        num_classes: int = 10,
         stem_kernel: int = 5,
         layers: Layers1d | None = None,
+        **kwargs,
     ) -> None:
         check_channels([stem_kernel], name="stem_kernel")
         if stem_kernel % 2 == 0:
             raise ValueError(f"stem_kernel must be odd (the stem keeps the length), got {stem_kernel}")
         layers = Layers1d() if layers is None else layers
-        super().__init__(blocks, widths, in_channels=in_channels, num_classes=num_classes, layers=layers)
+        super().__init__(blocks, widths, layers=layers, **kwargs)
         if stem_kernel != 3:  # the 2-D ResNet's stem is 3 wide
             self.stem[0] = layers.conv(
-                in_channels, list(widths)[0], stem_kernel, padding=stem_kernel // 2, first=True
+                self.in_channels, list(widths)[0], stem_kernel, padding=stem_kernel // 2, first=True
             )
         self.pool = nn.AdaptiveAvgPool1d(1)
 

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ensemblize._checks import check_choice, check_int_pair, check_positive, check_rate
+from ensemblize._keywords import passes_keywords
 from ensemblize.models.resnet import check_channels
 
 __all__ = ["ViT", "default_patch_size", "vit_small"]
@@ -153,29 +154,10 @@ class ViT(nn.Module):
         return self.head(feat)
 
 
-def vit_small(
-    *,
-    image_size: int | tuple[int, int],
-    in_channels: int = 3,
-    num_classes: int = 10,
-    patch_size: int | None = None,
-    dim: int = 128,
-    depth: int = 6,
-    heads: int = 4,
-    mlp_ratio: float = 2.0,
-    dropout: float = 0.0,
-    pool: str = "cls",
-) -> ViT:
-    """A small ViT (dim 128, depth 6, 4 heads, MLP ratio 2, class-token pooling by default)."""
-    return ViT(
-        image_size=image_size,
-        in_channels=in_channels,
-        num_classes=num_classes,
-        patch_size=patch_size,
-        dim=dim,
-        depth=depth,
-        heads=heads,
-        mlp_ratio=mlp_ratio,
-        dropout=dropout,
-        pool=pool,
-    )
+@passes_keywords(ViT)
+def vit_small(**kwargs) -> ViT:
+    """A small ViT (dim 128, depth 6, 4 heads, MLP ratio 2, class-token pooling by default).
+
+    Keyword-only arguments as :class:`ViT` (``image_size`` required).
+    """
+    return ViT(**kwargs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ensemblize._checks import check_rate
+from ensemblize._keywords import passes_keywords
 from ensemblize.models.resnet import Layers, attach_head, check_channels, check_image_input
 
 __all__ = ["WideBlock", "WideResNet", "wide_resnet28"]
@@ -98,20 +99,10 @@ class WideResNet(nn.Module):
         return self.exit(self.head(self.pool(h).flatten(1)))
 
 
-def wide_resnet28(
-    *,
-    in_channels: int = 3,
-    num_classes: int = 10,
-    widen_factor: int = 10,
-    dropout: float = 0.0,
-    layers: Layers | None = None,
-) -> WideResNet:
-    """WRN-28-``widen_factor`` (WRN-28-10 by default: 4 pre-activation blocks per stage, widths 160/320/640)."""
-    return WideResNet(
-        depth=28,
-        widen_factor=widen_factor,
-        dropout=dropout,
-        in_channels=in_channels,
-        num_classes=num_classes,
-        layers=layers,
-    )
+@passes_keywords(WideResNet, drop=("depth",))
+def wide_resnet28(**kwargs) -> WideResNet:
+    """WRN-28-``widen_factor`` (WRN-28-10 by default: 4 pre-activation blocks per stage, widths 160/320/640).
+
+    Keyword-only arguments as :class:`WideResNet` except ``depth`` (28 here).
+    """
+    return WideResNet(depth=28, **kwargs)

@@ -18,11 +18,12 @@ With ``noise=0`` every member equals the unconverted :class:`NormalizedTabMLP`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from torch import Tensor, nn
 
 from ensemblize._checks import check_choice
+from ensemblize._keywords import passes_keywords
 
 from .model import LoMETabModel
 
@@ -31,6 +32,7 @@ __all__ = ["NORMS", "NormalizedTabMLP", "build_sigma_tab_mlp", "sigma_regularize
 NORMS = ("batchnorm", "layernorm")
 
 
+@passes_keywords(LoMETabModel, drop=("members", "layer", "rank", "init_scale"))
 class NormalizedTabMLP(LoMETabModel):
     """A single tabular MLP with a norm layer after each hidden linear map (the σN-Ens base model).
 
@@ -43,36 +45,10 @@ class NormalizedTabMLP(LoMETabModel):
     Forward: ``x`` ``(B, F)`` -> ``(B, C)`` logits (classification) or ``(B,)`` (regression).
     """
 
-    def __init__(
-        self,
-        *,
-        n_num: int,
-        cat_cardinalities: Sequence[int] = (),
-        n_out: int,
-        regression: bool,
-        n_blocks: int = 3,
-        d_block: int = 256,
-        dropout: float = 0.1,
-        norm: str = "batchnorm",
-        embedding: str = "piecewise",
-        bins: Sequence[Tensor] | None = None,
-        d_embedding: int = 16,
-    ) -> None:
+    def __init__(self, *, norm: str = "batchnorm", **kwargs) -> None:
         check_choice(norm, NORMS, name="norm")
-        super().__init__(
-            n_num=n_num,
-            cat_cardinalities=cat_cardinalities,
-            n_out=n_out,
-            regression=regression,
-            members=1,
-            layer="plain",
-            n_blocks=n_blocks,
-            d_block=d_block,
-            dropout=dropout,
-            embedding=embedding,
-            bins=bins,
-            d_embedding=d_embedding,
-        )
+        super().__init__(members=1, layer="plain", **kwargs)
+        n_blocks, d_block, dropout = kwargs["n_blocks"], kwargs["d_block"], kwargs["dropout"]
         self.norm = norm
         d_in = self.backbone[0].in_features
         blocks: list[nn.Module] = []
