@@ -29,15 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_bool, check_choice, check_float_input, check_int, check_int_pair
-from ..members import check_members
-from .lome import (
-    _check_ensemble_input,
-    _init_member_bias_,
-    _init_rsqrt_uniform_,
-    _member_bias,
-    _set_member_linear_sizes,
-)
+from .._checks import check_bool, check_choice, check_float_input, check_int
+from .._keywords import passes_keywords
+from ._conv import check_conv_input, conv_geometry
+from .lome import _check_ensemble_input, _init_weight_and_bias_, _member_bias, _member_sizes, _MemberLinear
 
 __all__ = ["BatchEnsembleLinear", "BatchEnsembleConv2d"]
 
@@ -93,7 +88,8 @@ def _init_scalings_(
         _draw_(s, init, None)
 
 
-class BatchEnsembleLinear(nn.Module):
+@passes_keywords(_MemberLinear)
+class BatchEnsembleLinear(_MemberLinear):
     r"""Rank-1 ensemble linear layer (BatchEnsemble; TabM's ``LinearEfficientEnsemble``).
 
     ``W_k = W ⊙ (s_k r_kᵀ)``, computed as ``y_k = s_k ⊙ (W (r_k ⊙ x_k)) + b_k`` — one GEMM of the shared
@@ -119,32 +115,24 @@ class BatchEnsembleLinear(nn.Module):
         out_features: int,
         members: int,
         *,
-        bias: bool = True,
         init: Init = "tabm",
         first_layer: bool = False,
         chunks: Sequence[int] | None = None,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
+        **kwargs,
     ) -> None:
-        super().__init__()
-        _set_member_linear_sizes(self, in_features, out_features, members)
+        super().__init__(in_features, out_features, members, **kwargs)
         _check_init(init, first_layer)
         self.init = init
         self.first_layer = first_layer
-        self.chunks = _check_chunks(chunks, in_features, init, first_layer)
-        kw = {"device": device, "dtype": dtype}
-        self.weight = nn.Parameter(torch.empty(out_features, in_features, **kw))
-        self.bias = _member_bias(members, out_features, bias=bias, **kw)
-        self.r = nn.Parameter(torch.empty(members, in_features, **kw))
-        self.s = nn.Parameter(torch.empty(members, out_features, **kw))
+        self.chunks = _check_chunks(chunks, self.in_features, init, first_layer)
+        self.r = self._new_parameter(self.members, self.in_features)
+        self.s = self._new_parameter(self.members, self.out_features)
         self.reset_parameters()
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
         """Re-draw all parameters with the initialisation chosen at construction."""
-        _init_rsqrt_uniform_(self.weight, self.in_features)
-        if self.bias is not None:
-            _init_member_bias_(self.bias, self.in_features)
+        super().reset_parameters()
         _init_scalings_(self.r, self.s, self.init, self.first_layer, self.chunks)
 
     def member_weights(self) -> Tensor:
@@ -206,18 +194,15 @@ class BatchEnsembleConv2d(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.in_channels = check_int(in_channels, name="in_channels", minimum=1)
-        self.out_channels = check_int(out_channels, name="out_channels", minimum=1)
-        self.kernel_size = check_int_pair(kernel_size, name="kernel_size", minimum=1)
-        self.members = check_members(members)
-        self.stride = check_int_pair(stride, name="stride", minimum=1)
-        self.padding = check_int_pair(padding, name="padding", minimum=0)
+        self.kernel_size, self.stride, self.padding = conv_geometry(kernel_size, stride, padding)
+        sizes = _member_sizes(in_channels, out_channels, members, unit="channels")
+        self.in_channels, self.out_channels, self.members = sizes
         _check_init(init, first_layer)
         self.init = init
         self.first_layer = first_layer
         kw = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.empty(out_channels, in_channels, *self.kernel_size, **kw))
-        self.bias = nn.Parameter(torch.empty(members, out_channels, **kw)) if bias else None
+        self.bias = _member_bias(members, out_channels, bias=bias, **kw)
         self.r = nn.Parameter(torch.empty(members, in_channels, **kw))
         self.s = nn.Parameter(torch.empty(members, out_channels, **kw))
         self.reset_parameters()
@@ -226,9 +211,7 @@ class BatchEnsembleConv2d(nn.Module):
     def reset_parameters(self) -> None:
         """Re-draw all parameters with the initialisation chosen at construction."""
         fan_in = self.in_channels * self.kernel_size[0] * self.kernel_size[1]
-        _init_rsqrt_uniform_(self.weight, fan_in)
-        if self.bias is not None:
-            _init_member_bias_(self.bias, fan_in)
+        _init_weight_and_bias_(self.weight, self.bias, fan_in, shared_bias=True)
         _init_scalings_(self.r, self.s, self.init, self.first_layer, None)
 
     def member_weights(self) -> Tensor:
@@ -238,20 +221,7 @@ class BatchEnsembleConv2d(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """``(B·K, in, H, W) -> (B·K, out, H', W')``, interleaved member order."""
         k = self.members
-        if not isinstance(x, Tensor):
-            raise TypeError(f"BatchEnsembleConv2d expects a torch.Tensor, got {type(x).__name__}")
-        if x.dim() != 4 or x.shape[1] != self.in_channels or x.shape[0] % k:
-            raise ValueError(
-                f"BatchEnsembleConv2d expects input of shape (B·K, C, H, W) with K={k} dividing the "
-                f"leading size and C={self.in_channels}, got {tuple(x.shape)}"
-            )
-        check_float_input(x, like=self.weight, name="BatchEnsembleConv2d")
-        for axis in (0, 1):
-            if x.shape[2 + axis] + 2 * self.padding[axis] < self.kernel_size[axis]:
-                raise ValueError(
-                    f"BatchEnsembleConv2d input {tuple(x.shape)}: spatial size {x.shape[2 + axis]} "
-                    f"(+2·padding {self.padding[axis]}) is smaller than the kernel {self.kernel_size[axis]}"
-                )
+        check_conv_input(x, self, members=k)
         batch = x.shape[0] // k
         weight = self.member_weights().reshape(k * self.out_channels, self.in_channels, *self.kernel_size)
         bias = None if self.bias is None else self.bias.reshape(-1)

@@ -27,7 +27,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .._checks import check_int, check_positive
+from .._checks import check_choice, check_instance, check_int, check_positive
+from .._keywords import passes_keywords
 from ..members import check_members
 
 __all__ = ["LoMELinear", "AdditiveLowRankLinear", "EnsembleLinear"]
@@ -41,11 +42,14 @@ _FORMS = ("auto", "materialized", "factored")
 # ----------------------------------------------------------------------------------------------
 
 
-def _set_member_linear_sizes(module: nn.Module, in_features: int, out_features: int, members: int) -> None:
-    """Validate and store ``in_features``, ``out_features`` (ints >= 1) and ``members`` on ``module``."""
-    module.in_features = check_int(in_features, name="in_features", minimum=1)
-    module.out_features = check_int(out_features, name="out_features", minimum=1)
-    module.members = check_members(members)
+def _member_sizes(in_size: object, out_size: object, members: object, *, unit: str) -> tuple[int, int, int]:
+    """``(in, out, members)`` validated: ``in_{unit}`` and ``out_{unit}`` ints >= 1, ``members`` as
+    :func:`~ensemblize.members.check_members` (``unit`` is ``"features"`` or ``"channels"``, for the messages)."""
+    return (
+        check_int(in_size, name=f"in_{unit}", minimum=1),
+        check_int(out_size, name=f"out_{unit}", minimum=1),
+        check_members(members),
+    )
 
 
 def _member_bias(members: int, out_features: int, *, bias: bool, **kw) -> nn.Parameter | None:
@@ -61,8 +65,7 @@ def _check_ensemble_input(
     With ``dtype`` (the layer's parameter dtype) also raise TypeError unless ``x`` has that dtype,
     except under autocast, which casts for the kernels itself.
     """
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{layer} expects a torch.Tensor of shape (B, K, in), got {type(x).__name__}")
+    check_instance(x, Tensor, name=f"{layer} input", what="a torch.Tensor of shape (B, K, in)")
     if x.dim() != 3 or x.shape[1] != members or x.shape[2] != in_features:
         raise ValueError(
             f"{layer} expects input of shape (B, K, in) = (B, {members}, {in_features}), got {tuple(x.shape)}"
@@ -84,6 +87,65 @@ def _init_member_bias_(bias: Tensor, fan_in: int) -> Tensor:
     """One ``U(-1/√fan_in, 1/√fan_in)`` draw of shape ``(out,)`` copied to all K rows of ``bias``."""
     row = _init_rsqrt_uniform_(torch.empty_like(bias[0]), fan_in)
     return bias.copy_(row.expand_as(bias))
+
+
+@torch.no_grad()
+def _init_weight_and_bias_(weight: Tensor, bias: Tensor | None, fan_in: int, *, shared_bias: bool) -> None:
+    """``weight ~ U(-1/√fan_in, 1/√fan_in)``, then ``bias`` (if any): one such draw copied to every
+    member (``shared_bias``, TabM) or an independent draw per entry."""
+    _init_rsqrt_uniform_(weight, fan_in)
+    if bias is not None:
+        (_init_member_bias_ if shared_bias else _init_rsqrt_uniform_)(bias, fan_in)
+
+
+class _MemberLinear(nn.Module):
+    """What every ``(B, K, in) -> (B, K, out)`` layer here shares: validated sizes, the weight, a
+    per-member bias ``(K, out)`` and their initialisation (:meth:`reset_parameters`).
+
+    The weight is ``(out, in)``, shared by the members, or ``(K, in, out)``, one per member, when
+    :attr:`_member_weights` is set (:class:`EnsembleLinear`). The bias is one draw copied to all members
+    (TabM) unless :attr:`_member_weights`. Subclasses add their own parameters after ``__init__`` and
+    then call :meth:`reset_parameters`.
+
+    Args:
+        in_features, out_features: sizes of the plain linear layer (ints >= 1).
+        members: number of members ``K``.
+        bias: learn a per-member bias.
+        device, dtype: of the parameters.
+    """
+
+    _member_weights = False
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        members: int,
+        *,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        sizes = _member_sizes(in_features, out_features, members, unit="features")
+        self.in_features, self.out_features, self.members = sizes
+        kw = {"device": device, "dtype": dtype}
+        if self._member_weights:
+            shape = (self.members, self.in_features, self.out_features)
+        else:
+            shape = (self.out_features, self.in_features)
+        self.weight = nn.Parameter(torch.empty(shape, **kw))
+        self.bias = _member_bias(self.members, self.out_features, bias=bias, **kw)
+
+    def _new_parameter(self, *shape: int) -> nn.Parameter:
+        """An uninitialised parameter of ``shape`` on the weight's device, in its dtype."""
+        return nn.Parameter(self.weight.new_empty(shape))
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """``weight`` and ``bias`` from ``U(-1/√in, 1/√in)`` (``nn.Linear``'s bound); the bias is one draw
+        shared by the members, or independent draws with :attr:`_member_weights`."""
+        _init_weight_and_bias_(self.weight, self.bias, self.in_features, shared_bias=not self._member_weights)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -230,7 +292,8 @@ class _LoMEMaterialized(torch.autograd.Function):
 #   in = out = 512, B = 256).
 
 
-class _LowRankEnsembleLinear(nn.Module):
+@passes_keywords(_MemberLinear)
+class _LowRankEnsembleLinear(_MemberLinear):
     """Shared machinery of the rank-r layers (parameters, validation, form dispatch)."""
 
     _multiplicative: bool
@@ -243,23 +306,15 @@ class _LowRankEnsembleLinear(nn.Module):
         rank: int,
         init_scale: float,
         *,
-        bias: bool = True,
         form: Form = "auto",
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
+        **kwargs,
     ) -> None:
-        super().__init__()
-        _set_member_linear_sizes(self, in_features, out_features, members)
+        super().__init__(in_features, out_features, members, **kwargs)
         self.rank = check_int(rank, name="rank", minimum=1)
         self.init_scale = check_positive(init_scale, name="init_scale", allow_zero=True)
-        if form not in _FORMS:
-            raise ValueError(f"form must be one of {_FORMS}, got {form!r}")
-        self.form = form
-        kw = {"device": device, "dtype": dtype}
-        self.weight = nn.Parameter(torch.empty(out_features, in_features, **kw))
-        self.bias = _member_bias(members, out_features, bias=bias, **kw)
-        self.A = nn.Parameter(torch.empty(members, out_features, rank, **kw))
-        self.B = nn.Parameter(torch.empty(members, in_features, rank, **kw))
+        self.form = check_choice(form, _FORMS, name="form")
+        self.A = self._new_parameter(self.members, self.out_features, self.rank)
+        self.B = self._new_parameter(self.members, self.in_features, self.rank)
         self.reset_parameters()
 
     def _adapter_std(self) -> float:
@@ -269,9 +324,7 @@ class _LowRankEnsembleLinear(nn.Module):
     @torch.no_grad()
     def reset_parameters(self) -> None:
         """Re-draw all parameters with the initialisation documented on the class."""
-        _init_rsqrt_uniform_(self.weight, self.in_features)
-        if self.bias is not None:
-            _init_member_bias_(self.bias, self.in_features)
+        super().reset_parameters()
         # A, B iid N(0, τ²) ⇒ (A_k B_kᵀ)_{oi} = Σ_j A_oj B_ij has variance r·τ⁴; τ = (std/√r)^{1/2}.
         tau = math.sqrt(self._adapter_std() / math.sqrt(self.rank))
         self.A.normal_(0.0, tau)
@@ -424,7 +477,8 @@ class AdditiveLowRankLinear(_LowRankEnsembleLinear):
 # ----------------------------------------------------------------------------------------------
 # K independent layers
 # ----------------------------------------------------------------------------------------------
-class EnsembleLinear(nn.Module):
+@passes_keywords(_MemberLinear)
+class EnsembleLinear(_MemberLinear):
     r"""K fully independent linear layers applied as one batched matmul (the deep-ensemble layer).
 
     ``y_k = x_k W_k + b_k`` with ``W_k = weight[k]`` of shape ``(in, out)``.
@@ -436,29 +490,11 @@ class EnsembleLinear(nn.Module):
     (``nn.Linear``'s bound), so the K layers start as K independent draws.
     """
 
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        members: int,
-        *,
-        bias: bool = True,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__()
-        _set_member_linear_sizes(self, in_features, out_features, members)
-        kw = {"device": device, "dtype": dtype}
-        self.weight = nn.Parameter(torch.empty(members, in_features, out_features, **kw))
-        self.bias = _member_bias(members, out_features, bias=bias, **kw)
-        self.reset_parameters()
+    _member_weights = True
 
-    @torch.no_grad()
-    def reset_parameters(self) -> None:
-        """Independent ``U(-1/√in, 1/√in)`` draws for every member's weight and bias."""
-        _init_rsqrt_uniform_(self.weight, self.in_features)
-        if self.bias is not None:
-            _init_rsqrt_uniform_(self.bias, self.in_features)
+    def __init__(self, in_features: int, out_features: int, members: int, **kwargs) -> None:
+        super().__init__(in_features, out_features, members, **kwargs)
+        self.reset_parameters()
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, K, in) -> (B, K, out)``."""

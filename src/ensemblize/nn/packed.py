@@ -35,8 +35,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ensemblize._checks import check_bool, check_float_input, check_int, check_int_pair, check_positive
+from ensemblize._checks import check_bool, check_float_input, check_instance, check_int, check_positive
 from ensemblize.members import check_members
+from ensemblize.nn._conv import check_conv_input, conv_geometry
 
 __all__ = ["PackedConv2d", "PackedLinear", "packed_widths"]
 
@@ -112,6 +113,16 @@ def packed_widths(
     )
 
 
+def _keep_packing(layer: nn.Module, members: int, alpha: float, gamma: int, first: bool, last: bool) -> None:
+    """Store a packed layer's arguments on it (``members``, ``alpha``, ``gamma``, ``first``, ``last``),
+    already checked by :func:`packed_widths`."""
+    layer.members = check_members(members)
+    layer.alpha = float(alpha)
+    layer.gamma = int(gamma)
+    layer.first = first
+    layer.last = last
+
+
 class PackedConv2d(nn.Conv2d):
     """Packed-Ensembles 2-D convolution: ``M·gamma`` independent groups in one grouped ``nn.Conv2d``.
 
@@ -157,37 +168,16 @@ class PackedConv2d(nn.Conv2d):
         c_in, c_out, groups = packed_widths(
             in_channels, out_channels, members, alpha, gamma, first=first, last=last
         )
-        kernel = check_int_pair(kernel_size, name="kernel_size", minimum=1)
-        strides = check_int_pair(stride, name="stride", minimum=1)
-        pads = check_int_pair(padding, name="padding", minimum=0)
+        kernel, strides, pads = conv_geometry(kernel_size, stride, padding)
         bias = check_bool(bias, name="bias")
         super().__init__(c_in, c_out, kernel, stride=strides, padding=pads, groups=groups, bias=bias)
-        self.members = check_members(members)
-        self.alpha = float(alpha)
-        self.gamma = int(gamma)
-        self.first = first
-        self.last = last
+        _keep_packing(self, members, alpha, gamma, first, last)
         self.base_in_channels = int(in_channels)
         self.base_out_channels = int(out_channels)
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, c_in, H, W) -> (B, c_out, H', W')``; the input is checked first (rank, channels, size)."""
-        if not isinstance(x, Tensor):
-            raise TypeError(f"PackedConv2d expects a torch.Tensor, got {type(x).__name__}")
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(
-                f"PackedConv2d expects input of shape (B, {self.in_channels}, H, W), got {tuple(x.shape)}"
-            )
-        check_float_input(x, like=self.weight, name="PackedConv2d")
-        for axis, k, p in (
-            (2, self.kernel_size[0], self.padding[0]),
-            (3, self.kernel_size[1], self.padding[1]),
-        ):
-            if x.shape[axis] + 2 * p < k:
-                raise ValueError(
-                    f"PackedConv2d input {tuple(x.shape)}: spatial size {x.shape[axis]} (+2·padding {p}) "
-                    f"is smaller than the kernel {k}"
-                )
+        check_conv_input(x, self)
         return super().forward(x)
 
     def extra_repr(self) -> str:
@@ -241,11 +231,7 @@ class PackedLinear(nn.Module):
         self.in_features = c_in
         self.out_features = c_out
         self.groups = groups
-        self.members = check_members(members)
-        self.alpha = float(alpha)
-        self.gamma = int(gamma)
-        self.first = first
-        self.last = last
+        _keep_packing(self, members, alpha, gamma, first, last)
         self.base_in_features = int(in_features)
         self.base_out_features = int(out_features)
         self.weight = nn.Parameter(torch.empty(c_out, c_in // groups))
@@ -261,8 +247,7 @@ class PackedLinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., c_in) -> (..., c_out)``; at least 1-D, floating point."""
-        if not isinstance(x, Tensor):
-            raise TypeError(f"PackedLinear expects a torch.Tensor, got {type(x).__name__}")
+        check_instance(x, Tensor, name="PackedLinear input", what="a torch.Tensor")
         if x.dim() == 0:
             raise ValueError(
                 f"PackedLinear expects input of shape (..., {self.in_features}), got a 0-d tensor (a scalar)"
