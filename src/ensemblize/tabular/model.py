@@ -38,9 +38,8 @@ import rtdl_num_embeddings as rtdl
 import torch
 from torch import Tensor, nn
 
-from ensemblize._checks import check_choice, check_int
+from ensemblize._checks import check_choice, check_int, check_rate
 from ensemblize.members import check_members, expand
-from ensemblize.tabular.inputs import check_real
 
 __all__ = ["LAYERS", "EMBEDDINGS", "LoMETabModel"]
 
@@ -101,7 +100,7 @@ class LoMETabModel(nn.Module):
         check_int(n_blocks, name="n_blocks", minimum=1)
         check_int(d_block, name="d_block", minimum=1)
         check_int(d_embedding, name="d_embedding", minimum=1)
-        check_real(dropout, "dropout", low=0.0, low_open=False, high=1.0)
+        check_rate(dropout, name="dropout")
         self.layer = layer
         self.embedding_kind = embedding
         self.n_features = self.n_num + sum(self.cat_cardinalities)
