@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .._checks import check_instance
 from ..default_job import DEFAULT_LAM, DEFAULT_TAU
 from ..evaluation.names import HEADLINE_METRICS
 from . import options as O
@@ -275,8 +276,7 @@ def _common(args: Mapping[str, Any]) -> dict[str, Any]:
     from ensemblize.models import registry
 
     setup = args["setup"]
-    if not isinstance(setup, ImageSetup):
-        raise TypeError(f"setup must be an ImageSetup, got {type(setup).__name__}")
+    check_instance(setup, ImageSetup, name="setup")
     O.choice(setup.dataset, option="--dataset", allowed=IMAGE_DATASETS)
     modality = MODALITY[setup.dataset]
     setup = replace(setup, model=setup.model or DEFAULT_MODEL[modality])
@@ -460,15 +460,19 @@ def compare(
 
 def _sweep(
     experiment: str,
+    args: Mapping[str, Any],
     *,
     param: str,
-    values: Sequence[float],
-    fixed: dict[str, float],
-    c: Mapping[str, Any],
-    execution: Execution | None,
-    figures: Callable[[list[dict[str, Any]]], Any],
+    symbol: str,
+    grid: str,
+    fixed: str,
+    figures: Callable[[list[dict[str, Any]], Path], Any] | None = None,
 ) -> list[dict]:
-    """σN-Ens over ``param`` ∈ ``values`` (``fixed``: the other knob); records ordered by the value."""
+    """σN-Ens over ``param`` ∈ ``args[grid]`` at ``args[fixed]`` (the other knob), for the sweep
+    experiment whose arguments (its ``locals()`` at entry) are ``args``: records ordered by the value,
+    :func:`sweep_figures` with ``symbol`` for the parameter, then ``figures(records, out)`` if given."""
+    c = _common(args)
+    values = c["settings"][grid] = O.floats(args[grid], option=f"--{grid}")
     s = c["settings"]
     specs = [
         (
@@ -478,16 +482,19 @@ def _sweep(
                 kw=c["model_kwargs"],
                 label=setting_label(param, v),
                 members=s["members"],
-                **{**fixed, param: v},
+                **{fixed: args[fixed], param: v},
             ),
             {param: v},
         )
         for v in values
     ]
+    execution = args["execution"]
 
     def report(results: list[JobResult]) -> list[dict[str, Any]]:
         records = sorted(merged_records(results), key=lambda r: (float(r["spec"][param]), r["seed"]))
-        figures(records)
+        sweep_figures(records, c["out"], param=param, symbol=symbol)
+        if figures is not None:
+            figures(records, c["out"])
         return _finish(c["out"], records, metrics=SWEEP_METRICS, execution=execution)
 
     return _run(experiment, _method_jobs(experiment, specs, c), c, execution, report)
@@ -503,15 +510,17 @@ def tau_sweep(
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
     """σN-Ens over τ (``taus``) at fixed λ: frontiers, diversity and owners per feature per layer."""
-    c = _common(locals())
-    values = c["settings"]["taus"] = O.floats(taus, option="--taus")
+    return _sweep("tau-sweep", locals(), param="tau", symbol="τ", grid="taus", fixed="lam")
 
-    def figures(records: list[dict[str, Any]]) -> None:
-        sweep_figures(records, c["out"], param="tau", symbol="τ")
 
-    return _sweep(
-        "tau-sweep", param="tau", values=values, fixed={"lam": lam}, c=c, execution=execution, figures=figures
-    )
+def _metrics_vs_lambda(records: list[dict[str, Any]], out: Path) -> None:
+    """``metrics_vs_lambda.png``: accuracy, NLL, ECE and OOD AUROC against λ (mean ± std over seeds)."""
+    key = lambda r: float(r["spec"]["lam"])  # noqa: E731
+    panels = []
+    for metric in ("accuracy", "nll", "ece", "ood_maxprob_auroc"):
+        st = group_stats(records, key, metric)
+        panels.append((metric, {"σN-Ens": [(x, *st[x][:2]) for x in sorted(st)]}))
+    errorbar_panels(panels, out / "metrics_vs_lambda.png", xlabel="λ", logx=True)
 
 
 def lambda_sweep(
@@ -524,20 +533,8 @@ def lambda_sweep(
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
     """σN-Ens over λ (``lams``) at fixed τ: final metrics, diversity and owners per feature."""
-    c = _common(locals())
-    values = c["settings"]["lams"] = O.floats(lams, option="--lams")
-
-    def figures(records: list[dict[str, Any]]) -> None:
-        sweep_figures(records, c["out"], param="lam", symbol="λ")
-        key = lambda r: float(r["spec"]["lam"])  # noqa: E731
-        panels = []
-        for metric in ("accuracy", "nll", "ece", "ood_maxprob_auroc"):
-            st = group_stats(records, key, metric)
-            panels.append((metric, {"σN-Ens": [(x, *st[x][:2]) for x in sorted(st)]}))
-        errorbar_panels(panels, c["out"] / "metrics_vs_lambda.png", xlabel="λ", logx=True)
-
     return _sweep(
-        "lambda", param="lam", values=values, fixed={"tau": tau}, c=c, execution=execution, figures=figures
+        "lambda", locals(), param="lam", symbol="λ", grid="lams", fixed="tau", figures=_metrics_vs_lambda
     )
 
 
