@@ -167,12 +167,19 @@ def _keep_classes(
     return x[keep], remap[y[keep]]
 
 
-def _check_classes(classes: Sequence[int] | None) -> tuple[int, ...] | None:
+def _check_classes(
+    classes: Sequence[int] | None, *, name: str = "classes", most: int = 10
+) -> tuple[int, ...] | None:
+    """``classes`` as a tuple of 2..``most`` distinct digits in 0..9 (``None`` passes), else raise naming it.
+
+    The one check of a digit-class list (MNIST-1D ``classes``, the near-OOD ``id_classes``).
+    """
     if classes is None:
         return None
-    out = tuple(check_size(c, name="classes", minimum=0, maximum=9) for c in classes)
-    if len(out) < 2 or len(set(out)) != len(out):
-        raise ValueError(f"classes must be at least 2 distinct digits in 0..9, got {classes!r}")
+    out = tuple(check_size(c, name=name, minimum=0, maximum=9) for c in classes)
+    if not 2 <= len(out) <= most or len(set(out)) != len(out):
+        leave = " (to leave at least one digit out)" if most < 10 else ""
+        raise ValueError(f"{name} must be 2..{most} distinct digits in 0..9{leave}, got {classes!r}")
     return out
 
 

@@ -26,6 +26,7 @@ from torch import Tensor
 from .._checks import check_int, check_positive
 from ._names import parse_names
 from .images import ImageSplits, load_digits
+from .mnist1d import _check_classes
 
 __all__ = [
     "NAMES",
@@ -97,11 +98,7 @@ def held_out_classes(
     ``load_digits(seed=seed, val_fraction=..., test_fraction=...)``; no image of a held-out class is
     ever in the ID train / val / test sets.
     """
-    ids = tuple(int(c) for c in id_classes)
-    if len(set(ids)) != len(ids) or not 2 <= len(ids) <= 9 or any(not 0 <= c <= 9 for c in ids):
-        raise ValueError(
-            f"id_classes must be 2..9 distinct digits in 0..9 (leaving at least one out), got {tuple(id_classes)!r}"
-        )
+    ids = _check_classes(id_classes, name="id_classes", most=9)
     ood = tuple(c for c in range(10) if c not in ids)
     splits = load_digits(seed=seed, val_fraction=val_fraction, test_fraction=test_fraction, classes=ids)
     full = load_digits(seed=seed, val_fraction=val_fraction, test_fraction=test_fraction)

@@ -150,15 +150,12 @@ def held_out_classes(
     digits' signals of the package's test set, normalised with the ID train statistics, ``y_ood``
     their digit labels. No signal of a held-out digit is in the ID train / val / test sets.
     """
-    from .mnist1d import generate_mnist1d, load_mnist1d
+    from .mnist1d import _check_classes, generate_mnist1d, load_mnist1d
 
-    ids = tuple(id_classes)
-    if len(ids) > 9:
-        raise ValueError(f"id_classes must leave at least one digit out, got {ids!r}")
+    ids = _check_classes(id_classes, name="id_classes", most=9)
     splits = load_mnist1d(
         seed=seed, classes=ids, train_size=train_size, val_fraction=val_fraction, cache=cache
     )
-    ids = tuple(int(c) for c in ids)
     ood = tuple(c for c in range(10) if c not in ids)
     data = generate_mnist1d(cache=cache)
     keep = np.isin(data["y_test"], ood)
