@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ensemblize.report import figures as F
-from ensemblize.report.style import display_name
+from ensemblize.report.style import display_name, figure_bytes, new_figure
 from report_fixtures import OOD_SETS, make_evals, make_evaluation
 
 
@@ -115,8 +115,10 @@ def test_risk_coverage_zooms_on_informative_range():
     assert "zero risk" in ax.get_xlabel()
     fig = F.risk_coverage_figure({"single": ev}, coverage_from=0.0)
     assert fig.axes[0].get_xlim()[0] == 0.0
-    with pytest.raises(ValueError, match="coverage_from"):
+    with pytest.raises(ValueError, match=r"coverage_from must lie in \[0, 1\), got 1.5"):
         F.risk_coverage_figure({"single": ev}, coverage_from=1.5)
+    with pytest.raises(TypeError, match="coverage_from must be a real number"):
+        F.risk_coverage_figure({"single": ev}, coverage_from="0.5")
 
 
 def test_shift_figure_content():
@@ -215,3 +217,10 @@ def test_import_switches_no_backend():
         "assert 'matplotlib.pyplot' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_figure_bytes_names_a_bad_format():
+    fig, _ = new_figure(width=2, height=2)
+    assert figure_bytes(fig, fmt="svg").startswith(b"<?xml")
+    with pytest.raises(ValueError, match=r"fmt must be one of \('png', 'svg'\), got 'jpg'"):
+        figure_bytes(fig, fmt="jpg")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -170,6 +172,23 @@ def test_raw_frames_with_nan_and_categoricals(kind):
         GBDTRegressor(kind="lightgbm").fit(X, target)
     with pytest.raises(ValueError, match="NaN.*z"):
         GBDTRegressor(kind=kind, impute=False).fit(X, target)
+
+
+@pytest.mark.parametrize(
+    ("random_state", "error"), [("0", TypeError), (True, TypeError), (1.5, TypeError), (-1, ValueError)]
+)
+def test_bad_random_state_or_params_are_named(random_state, error):
+    from ensemblize.tabular import GBDTRegressor
+
+    X = _raw_frame()
+    target = X["x"].to_numpy()
+    with pytest.raises(error, match=rf"random_state.*got {re.escape(repr(random_state))}"):
+        GBDTRegressor(max_rounds=5, random_state=random_state).fit(X, target)
+    with pytest.raises(TypeError, match="params must be a dict or None, got list"):
+        GBDTRegressor(max_rounds=5, params=[1]).fit(X, target)
+    # None, an int >= 0 and a RandomState are all accepted
+    for ok in (None, 0, np.int64(7), np.random.RandomState(0)):
+        GBDTRegressor(max_rounds=5, random_state=ok).fit(X, target)
 
 
 @pytest.mark.parametrize("cls_name", ["GBDTClassifier", "GBDTRegressor"])

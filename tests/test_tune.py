@@ -151,7 +151,7 @@ def test_missing_optuna_names_the_extra(monkeypatch):
         ({"n_trials": 1, "timeout": -1}, ValueError, "timeout"),
         ({"n_trials": 1, "storage": "x.log"}, ValueError, "study_name"),
         ({"n_trials": 1, "metric": "rmse"}, ValueError, "rmse"),
-        ({"n_trials": 1, "metric": "auc"}, ValueError, "auc"),
+        ({"n_trials": 1, "metric": "auc"}, ValueError, r"metric must be one of \('auto', .*got 'auc'"),
         ({"n_trials": 1, "val_fraction": 1.5}, ValueError, "val_fraction"),
         ({"n_trials": 1, "search_space": {"depth": None}}, ValueError, "depth"),
         ({"n_trials": 1, "search_space": {"rank": (1, 4)}}, TypeError, "rank"),
@@ -275,6 +275,10 @@ def test_tune_csv_names_a_missing_target(tmp_path):
     pd.DataFrame({"a": [1, 2, 3], "b": [0, 1, 0]}).to_csv(csv, index=False)
     with pytest.raises(ValueError, match="'y'"):
         tune_csv(csv, target="y", out=tmp_path / "o", n_trials=1)
+    with pytest.raises(
+        ValueError, match=r"task must be one of \('auto', 'classification', 'regression'\), got 'ranking'"
+    ):
+        tune_csv(csv, target="b", out=tmp_path / "o", n_trials=1, task="ranking")
     assert not Path(tmp_path / "o").exists()
 
 

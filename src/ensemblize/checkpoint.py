@@ -35,6 +35,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from ._checks import check_instance
+
 __all__ = [
     "CheckpointError",
     "atomic_write_bytes",
@@ -185,8 +187,7 @@ def save_checkpoint(stem: str | os.PathLike, tensors: Mapping[str, Tensor], meta
     tensors' fingerprint is added under ``"fingerprint"``, the tensor file's SHA-256 under
     ``"sha256"`` and the SHA-256 of the canonical JSON of everything else under ``"meta_sha256"``.
     """
-    if not isinstance(meta, Mapping):
-        raise TypeError(f"meta must be a mapping, got {type(meta).__name__}")
+    check_instance(meta, Mapping, name="meta", what="a mapping")
     reserved = sorted(k for k in meta if k in HASH_KEYS)
     if reserved:
         raise ValueError(f"meta may not set {reserved}: save_checkpoint writes those keys itself")

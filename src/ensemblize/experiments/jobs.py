@@ -92,7 +92,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._checks import check_int
+from .._checks import check_instance, check_int
 
 if TYPE_CHECKING:
     from ..training.progress import Progress
@@ -282,10 +282,7 @@ def execute(job: Job, *, threads: int | None = None, progress: bool = False) -> 
         records, extras = out.get("records"), out.get("extras", {})
     else:
         records, extras = out, {}
-    if not isinstance(records, list):
-        raise TypeError(
-            f"job {job.label!r} ({job.fn}) must return a list of records, got {type(records).__name__}"
-        )
+    check_instance(records, list, name=f"what job {job.label!r} ({job.fn}) returns", what="a list of records")
     records = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in records]
     return JobResult(
         job=job,

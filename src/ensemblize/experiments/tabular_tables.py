@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ensemblize._checks import check_choice
+
 __all__ = [
     "SCORES",
     "primary_metric",
@@ -55,8 +57,8 @@ def mean_scores(
     """
     from ensemblize.report.results import summarize
 
-    if metric is not None and metric not in SCORES:
-        raise ValueError(f"metric must be None or one of {tuple(SCORES)}, got {metric!r}")
+    if metric is not None:
+        check_choice(metric, tuple(SCORES), name="metric")
     rows = _rows(records)
     which = _metric_for(rows, metric)
     table: dict[str, dict[str, tuple[float, float, int]]] = {}

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import check_rate
 from .style import display_name, legend_below, method_color, new_figure, save_figure, styled
 
 __all__ = [
@@ -181,9 +182,7 @@ def risk_coverage_figure(evals: Mapping[str, Any], *, coverage_from: float | Non
     curves = {m: _mean_curve(runs, grid) for m, runs in groups.items()}
     lo, top = _zoom_range(list(curves.values()), grid)
     if coverage_from is not None:
-        if not 0.0 <= coverage_from < 1.0:
-            raise ValueError(f"coverage_from must be in [0, 1), got {coverage_from!r}")
-        lo = coverage_from
+        lo = check_rate(coverage_from, name="coverage_from")
         top = max(float(c[grid >= lo].max()) for c in curves.values()) * 1.08 or 1.0
     with styled():
         fig, axes = new_figure(width=5.2, height=4.0)

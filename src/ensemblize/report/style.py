@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._checks import check_choice, check_instance
 from ..checkpoint import atomic_write_bytes
 
 __all__ = [
@@ -86,8 +87,7 @@ def display_name(name: str) -> str:
     A trailing seed suffix (``"deep_ensemble s0"``, as some run folders label checkpoints) becomes
     ``"Deep ensemble (seed 0)"``. Names not in :data:`METHOD_NAMES` are returned unchanged.
     """
-    if not isinstance(name, str):
-        raise TypeError(f"method name must be a str, got {type(name).__name__}: {name!r}")
+    check_instance(name, str, name="method name")
     if name in METHOD_NAMES:
         return METHOD_NAMES[name]
     m = _SEED_SUFFIX.match(name)
@@ -167,8 +167,7 @@ def legend_below(fig: Any, axes: Any, *, ncols: int | None = None) -> Any:
 
 def figure_bytes(fig: Any, *, fmt: str = "png", dpi: int = 110) -> bytes:
     """Render ``fig`` (any matplotlib Figure) to PNG or SVG bytes."""
-    if fmt not in ("png", "svg"):
-        raise ValueError(f"fmt must be 'png' or 'svg', got {fmt!r}")
+    check_choice(fmt, ("png", "svg"), name="fmt")
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight")
     return buf.getvalue()

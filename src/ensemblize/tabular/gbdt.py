@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 
-from ensemblize._checks import check_choice, check_int
+from ensemblize._checks import check_choice, check_instance, check_int
 from ensemblize.tabular.inputs import check_real
 from ensemblize.tabular.table_pipeline import TablePipeline, estimator_init
 
@@ -166,13 +166,10 @@ def fit_gbdt(
         ImportError: the library is missing (``pip install ensemblize[gbdt]``).
         ValueError / TypeError: unknown kind or task, bad shapes or dtypes, labels out of range.
     """
-    if kind not in GBDT_KINDS:
-        raise ValueError(f"kind must be one of {GBDT_KINDS}, got {kind!r}")
-    if task not in _TASKS:
-        raise ValueError(f"task must be one of {_TASKS}, got {task!r}")
+    check_choice(kind, GBDT_KINDS, name="kind")
+    check_choice(task, _TASKS, name="task")
     seed = check_int(seed, name="seed", minimum=0)
-    if params is not None and not isinstance(params, dict):
-        raise TypeError(f"params must be a dict or None, got {type(params).__name__}")
+    check_instance(params, (dict, type(None)), name="params", what="a dict or None")
     X_train, y_train = _check_xy(X_train, y_train, task=task, part="train")
     X_val, y_val = _check_xy(X_val, y_val, task=task, part="val")
     if X_val.shape[1] != X_train.shape[1]:
@@ -254,8 +251,7 @@ def predict_gbdt(model: GBDTModel, X: np.ndarray) -> np.ndarray:
     Returns probabilities ``(N, C)`` (float64, rows sum to 1) for classification and ``(N,)``
     outputs on the standardised target scale for regression.
     """
-    if not isinstance(model, GBDTModel):
-        raise TypeError(f"model must be a GBDTModel, got {type(model).__name__}")
+    check_instance(model, GBDTModel, name="model")
     X = np.asarray(X)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (N, D), got shape {X.shape}")
@@ -291,8 +287,7 @@ class _GBDTEstimator(TablePipeline):
         check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
         check_int(self.max_rounds, name="max_rounds", minimum=1)
         check_int(self.early_stopping_rounds, name="early_stopping_rounds", minimum=1)
-        if self.params is not None and not isinstance(self.params, dict):
-            raise TypeError(f"params must be a dict or None, got {type(self.params).__name__}")
+        check_instance(self.params, (dict, type(None)), name="params", what="a dict or None")
         self._validate_pipeline_params()
 
     def fit(self, X: Any, y: Any, eval_set: tuple[Any, Any] | None = None):

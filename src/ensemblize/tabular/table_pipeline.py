@@ -28,7 +28,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ensemblize._checks import check_bool
+from ensemblize._checks import check_bool, check_int
 from ensemblize.data.table_preprocessing import TabularPreprocessor
 from ensemblize.tabular.inputs import as_frame, as_target, check_real
 
@@ -67,10 +67,8 @@ class TablePipeline(BaseEstimator):
     def _validate_pipeline_params(self) -> None:
         check_real(self.val_fraction, "val_fraction", low=0.0, low_open=True, high=1.0)
         check_bool(self.impute, name="impute")
-        if self.random_state is not None and not isinstance(
-            self.random_state, (Integral, np.random.RandomState)
-        ):
-            raise TypeError(f"random_state must be None, an int or a RandomState, got {self.random_state!r}")
+        if self.random_state is not None and not isinstance(self.random_state, np.random.RandomState):
+            check_int(self.random_state, name="random_state (None, a RandomState or an int)", minimum=0)
 
     # -- scikit-learn glue ---------------------------------------------------------------------
     def __sklearn_tags__(self):

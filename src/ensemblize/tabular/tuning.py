@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from ensemblize._checks import check_fraction, check_int, check_positive
+from ensemblize._checks import check_choice, check_fraction, check_instance, check_int, check_positive
 
 __all__ = [
     "METRICS",
@@ -137,17 +137,20 @@ def _resolve_space(estimator: Any, search_space: Any) -> Any:
     for name, dist in search_space.items():
         if name not in params:
             raise ValueError(f"search_space names {name!r}, not a parameter of {type(estimator).__name__}")
-        if not isinstance(dist, optuna.distributions.BaseDistribution):
-            raise TypeError(f"search_space[{name!r}] must be an optuna distribution, got {dist!r}")
+        check_instance(
+            dist,
+            optuna.distributions.BaseDistribution,
+            name=f"search_space[{name!r}]",
+            what="an optuna distribution",
+        )
     return dict(search_space)
 
 
 def _suggest(trial: Any, space: Any) -> dict[str, Any]:
     if callable(space):
-        params = space(trial)
-        if not isinstance(params, Mapping):
-            raise TypeError(f"search_space(trial) must return a dict, got {type(params).__name__}")
-        return dict(params)
+        return dict(
+            check_instance(space(trial), Mapping, name="what search_space(trial) returns", what="a dict")
+        )
     return {name: _suggest_one(trial, name, dist) for name, dist in space.items()}
 
 
@@ -208,10 +211,8 @@ def _score(estimator: Any, X: Any, y: Any, metric: str) -> float:
 def _resolve_metric(estimator: Any, metric: str) -> str:
     from sklearn.base import is_classifier
 
-    if metric == "auto":
+    if check_choice(metric, ("auto", *METRICS), name="metric") == "auto":
         return "log_loss" if is_classifier(estimator) else "rmse"
-    if metric not in METRICS:
-        raise ValueError(f"metric must be 'auto' or one of {tuple(METRICS)}, got {metric!r}")
     if is_classifier(estimator) == (metric == "rmse"):
         kind = "classifier" if is_classifier(estimator) else "regressor"
         raise ValueError(f"metric {metric!r} does not apply to a {kind}")
@@ -509,10 +510,8 @@ def parse_duration(text: str | float | int) -> float:
 def _infer_task(y, *, target: str, task: str) -> str:
     import pandas as pd
 
-    if task in ("classification", "regression"):
+    if check_choice(task, ("auto", "classification", "regression"), name="task") != "auto":
         return task
-    if task != "auto":
-        raise ValueError(f"task must be 'auto', 'classification' or 'regression', got {task!r}")
     numeric = pd.api.types.is_numeric_dtype(y) and not pd.api.types.is_bool_dtype(y)
     if numeric and (pd.api.types.is_float_dtype(y) or y.nunique() > 20):
         return "regression"
