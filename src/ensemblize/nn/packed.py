@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ensemblize._checks import check_bool, check_float_input, check_instance, check_int, check_positive
+from ensemblize._keywords import passes_keywords
 from ensemblize.members import check_members
 from ensemblize.nn._conv import check_conv_input, conv_geometry
 
@@ -113,6 +114,13 @@ def packed_widths(
     )
 
 
+def _layer_options(*, first: bool = False, last: bool = False, bias: bool = True) -> tuple[bool, bool, bool]:
+    """The keyword-only options both packed layers take, checked (each a bool): ``first``, the layer reads
+    the raw, shared input (``c_in`` = the base width, one dense group); ``last``, it writes ``M`` times
+    the base output width; ``bias``, add a learnable bias."""
+    return check_bool(first, name="first"), check_bool(last, name="last"), check_bool(bias, name="bias")
+
+
 def _keep_packing(layer: nn.Module, members: int, alpha: float, gamma: int, first: bool, last: bool) -> None:
     """Store a packed layer's arguments on it (``members``, ``alpha``, ``gamma``, ``first``, ``last``),
     already checked by :func:`packed_widths`."""
@@ -123,6 +131,7 @@ def _keep_packing(layer: nn.Module, members: int, alpha: float, gamma: int, firs
     layer.last = last
 
 
+@passes_keywords(_layer_options)
 class PackedConv2d(nn.Conv2d):
     """Packed-Ensembles 2-D convolution: ``M·gamma`` independent groups in one grouped ``nn.Conv2d``.
 
@@ -160,16 +169,13 @@ class PackedConv2d(nn.Conv2d):
         gamma: int = 1,
         stride: int | tuple[int, int] = 1,
         padding: int | tuple[int, int] = 0,
-        *,
-        first: bool = False,
-        last: bool = False,
-        bias: bool = True,
+        **options,
     ) -> None:
+        first, last, bias = _layer_options(**options)
         c_in, c_out, groups = packed_widths(
             in_channels, out_channels, members, alpha, gamma, first=first, last=last
         )
         kernel, strides, pads = conv_geometry(kernel_size, stride, padding)
-        bias = check_bool(bias, name="bias")
         super().__init__(c_in, c_out, kernel, stride=strides, padding=pads, groups=groups, bias=bias)
         _keep_packing(self, members, alpha, gamma, first, last)
         self.base_in_channels = int(in_channels)
@@ -187,6 +193,7 @@ class PackedConv2d(nn.Conv2d):
         )
 
 
+@passes_keywords(_layer_options)
 class PackedLinear(nn.Module):
     """Packed-Ensembles linear layer: a block-diagonal matrix with ``g = M·gamma`` blocks (``1`` if ``first``).
 
@@ -218,16 +225,13 @@ class PackedLinear(nn.Module):
         members: int,
         alpha: float,
         gamma: int = 1,
-        *,
-        first: bool = False,
-        last: bool = False,
-        bias: bool = True,
+        **options,
     ) -> None:
         super().__init__()
+        first, last, bias = _layer_options(**options)
         c_in, c_out, groups = packed_widths(
             in_features, out_features, members, alpha, gamma, first=first, last=last
         )
-        bias = check_bool(bias, name="bias")
         self.in_features = c_in
         self.out_features = c_out
         self.groups = groups
