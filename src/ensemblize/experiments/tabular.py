@@ -135,18 +135,9 @@ def bench_jobs(
     experiment: str = "tabular-bench",
 ) -> list[Job]:
     """One job per table × method × seed (in that nesting order, which is the merge order)."""
+    shared = {"split_seed": split_seed, "budget": budget, "max_rows": max_rows}
     return [
-        Job.make(
-            experiment,
-            tabular_job,
-            f"{ds} {m} seed={s}",
-            method=m,
-            dataset=ds,
-            seed=s,
-            split_seed=split_seed,
-            budget=budget,
-            max_rows=max_rows,
-        )  # fmt: skip
+        Job.make(experiment, tabular_job, f"{ds} {m} seed={s}", method=m, dataset=ds, seed=s, **shared)
         for ds in datasets
         for m in methods
         for s in seeds
@@ -295,20 +286,23 @@ def tabular_grid(
         if max_epochs is None
         else {"max_epochs": O.ints([max_epochs], option="--max-epochs", minimum=1)[0]}
     )
+    shared = {
+        "method": "lometab",
+        "dataset": name,
+        "seed": seed,
+        "split_seed": split_seed,
+        "budget": budget,
+        "max_rows": max_rows,
+    }
     jobs = [
         Job.make(
             "tabular-grid",
             tabular_job,
             _grid_label(r, s),
-            method="lometab",
-            dataset=name,
-            seed=seed,
-            split_seed=split_seed,
-            budget=budget,
-            overrides={"rank": r, "init_scale": s, **overrides},
-            max_rows=max_rows,
             name=_grid_label(r, s),
-        )  # fmt: skip
+            overrides={"rank": r, "init_scale": s, **overrides},
+            **shared,
+        )
         for r in r_list
         for s in s_list
     ]
@@ -415,20 +409,16 @@ def tabular_diversity(
     epochs = O.ints([epochs], option="--epochs", minimum=1)[0]
     split_seed = O.ints([split_seed], option="--split-seed")[0]
     max_rows = _max_rows(max_rows)
+    shared = {
+        "dataset": name,
+        "split_seed": split_seed,
+        "budget": budget,
+        "max_rows": max_rows,
+        "overrides": {"max_epochs": epochs, "patience": epochs + 1},
+        "keep_history": True,
+    }
     jobs = [
-        Job.make(
-            "tabular-diversity",
-            tabular_job,
-            f"{m} seed={s}",
-            method=m,
-            dataset=name,
-            seed=s,
-            split_seed=split_seed,
-            budget=budget,
-            overrides={"max_epochs": epochs, "patience": epochs + 1},
-            max_rows=max_rows,
-            keep_history=True,
-        )  # fmt: skip
+        Job.make("tabular-diversity", tabular_job, f"{m} seed={s}", method=m, seed=s, **shared)
         for m in chosen
         for s in seed_list
     ]
