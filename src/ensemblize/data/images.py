@@ -24,7 +24,7 @@ import torch
 from sklearn.model_selection import train_test_split
 from torch import Tensor
 
-from .._checks import check_fraction
+from .._checks import check_fraction, check_int
 
 __all__ = [
     "ImageSplits",
@@ -120,7 +120,7 @@ def split_and_normalize(
     labels = np.asarray(labels, dtype=np.int64)
     names = list(class_names) if class_names is not None else [str(c) for c in range(int(labels.max()) + 1)]
     if classes is not None:
-        classes = [int(c) for c in classes]
+        classes = [check_int(c, name="classes entry", minimum=0) for c in classes]
         present = set(np.unique(labels).tolist())
         unknown = [c for c in classes if c not in present]
         if unknown or len(set(classes)) != len(classes) or not classes:
