@@ -35,6 +35,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 
 from ensemblize._checks import check_choice, check_instance, check_int
+from ensemblize.data.tables import TASKS
 from ensemblize.tabular.inputs import check_real
 from ensemblize.tabular.table_pipeline import TablePipeline, estimator_init
 
@@ -49,7 +50,6 @@ __all__ = [
 ]
 
 GBDT_KINDS = ("xgboost", "catboost")
-_TASKS = ("regression", "binclass", "multiclass")
 
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
     "xgboost": {
@@ -167,7 +167,7 @@ def fit_gbdt(
         ValueError / TypeError: unknown kind or task, bad shapes or dtypes, labels out of range.
     """
     check_choice(kind, GBDT_KINDS, name="kind")
-    check_choice(task, _TASKS, name="task")
+    check_choice(task, TASKS, name="task")
     seed = check_int(seed, name="seed", minimum=0)
     check_instance(params, (dict, type(None)), name="params", what="a dict or None")
     X_train, y_train = _check_xy(X_train, y_train, task=task, part="train")
