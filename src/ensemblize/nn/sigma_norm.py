@@ -40,7 +40,6 @@ from numbers import Integral
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.autograd.function import once_differentiable
 
 from .._checks import check_finite_real, check_fraction, check_int, check_positive
 from ..members import check_members
@@ -110,6 +109,25 @@ class SigmaNorm(nn.Module):
         # three native autograd ops: measured faster than one Python autograd.Function on small inputs
         g = self.gates()
         return g * self.weight, g * self.bias
+
+    def _constant_vectors(self, size: int, like: Tensor) -> tuple[Tensor, Tensor]:
+        """``(zeros(size), ones(size))`` with ``like``'s dtype and device, kept between calls.
+
+        Constant inputs of the norm kernels (a unit affine, a zero mean and unit variance); the
+        kernels only read them. At most a few sizes are kept (a LayerNorm sees one per sequence
+        length). Inside ``torch.inference_mode`` fresh ones are made and not kept, since inference
+        tensors cannot be saved for a later backward.
+        """
+        key = (size, like.dtype, like.device)
+        cache: dict = self.__dict__.setdefault("_constants", {})
+        found = cache.get(key)
+        if found is None:
+            found = (like.new_zeros(size), like.new_ones(size))
+            if not torch.is_inference_mode_enabled():
+                if len(cache) >= 8:
+                    cache.clear()
+                cache[key] = found
+        return found
 
     @torch.no_grad()
     def load_from_norm(
@@ -286,81 +304,39 @@ class SigmaBatchNorm3d(_SigmaBatchNorm):
     _expected_dims = (5,)
 
 
-class _MemberAffine(torch.autograd.Function):
-    r"""``y[b, t] = x̂[b, t] ⊙ scale_t + shift_t`` on the ``(B, M, ...)`` view of a normalised ``x̂``.
+def _member_affine(layer: SigmaNorm, xhat: Tensor, view: tuple[int, ...]) -> Tensor:
+    r"""``y[b, t] = x̂[b, t] ⊙ scale_t + shift_t`` per member for a normalised ``x̂`` ``(B·M, ...)``.
 
-    ``scale`` / ``shift`` are the layer's ``(M, C)`` affine; ``view`` is their broadcastable shape
-    ``(M, ...)`` on ``x̂`` (size-1 axes where they broadcast), applied inside so autograd records no
-    view nodes. Backward, with ``g = ∂L/∂y``:
-
-    * ``∂L/∂x̂ = g ⊙ scale_t`` (one pass);
-    * ``∂L/∂scale_t = Σ_{b, broadcast axes} g ⊙ x̂`` and ``∂L/∂shift_t = Σ_{b, broadcast axes} g``,
-      both from one fused reduction over the batch axis: the stock batch-norm backward kernel on the
-      ``(B, M·…)`` view with mean 0 and inverse std 1 returns exactly ``(Σ_b g ⊙ x̂, Σ_b g)`` per
-      column, then the broadcast axes are summed on the small ``(M, ...)`` result.
-
-    Autograd's own backward of the same expression runs two full-size products and two reductions
-    (measured: σLayerNorm forward + backward 2.4-2.8× plain LayerNorm with autograd, about 2× with
-    this Function, benchmarks/results/image.md). Not twice differentiable.
+    ``scale_t = σ(γ_t) ⊙ w`` and ``shift_t = σ(γ_t) ⊙ b_t`` are the layer's ``(M, C)`` gated affine
+    (:meth:`SigmaNorm.member_scale_shift`); ``view`` is its broadcastable shape ``(M, ...)`` on the
+    ``(B, M, ...)`` view of ``x̂`` (size 1 along the axes it is constant on: a LayerNorm's tokens, a
+    GroupNorm's spatial axes). Expanded along those axes to ``K = x̂.numel() / B`` values (1/B of
+    ``x̂``), the affine is per column of the ``(B, K)`` view, so it runs as one call of the stock
+    batch-norm kernel in evaluation mode with running mean 0, running variance 1 and ``eps`` 0:
+    ``x̂ · 1/√(1 + 0) · scale + shift``, bit for bit the ``addcmul`` it replaces. Autograd's
+    batch-norm backward returns the input gradient ``g ⊙ scale`` and the batch-axis reductions
+    ``(Σ_b g ⊙ x̂, Σ_b g)`` from one fused kernel; the expand's backward sums the broadcast axes on
+    the small ``(M, ...)`` result. No Python ``autograd.Function`` (its per-call cost dominated on
+    the small inputs of the 1-D / digits networks) and no full-size temporary beyond the output.
     """
-
-    @staticmethod
-    def forward(ctx, xhat: Tensor, scale: Tensor, shift: Tensor, view: tuple[int, ...]) -> Tensor:
-        members = scale.shape[0]
-        batch = xhat.shape[0] // members
-        x_v = xhat.reshape(batch, members, *xhat.shape[1:])
-        # broadcast views: one pass (expanded operands were slower)
-        y = torch.addcmul(shift.view(view), x_v, scale.view(view))
-        ctx.save_for_backward(xhat, scale)
-        ctx.view = view
-        return y.view(xhat.shape)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
-        xhat, scale = ctx.saved_tensors
-        view = ctx.view
-        members = scale.shape[0]
-        batch = xhat.shape[0] // members
-        grad = grad.contiguous()
-        gx = gscale = gshift = None
-        if ctx.needs_input_grad[0]:
-            gx = torch.mul(grad.view(batch, members, *xhat.shape[1:]), scale.view(view))
-            gx = gx.view(xhat.shape).to(xhat.dtype)  # dtypes differ only under autocast
-        xhat = xhat.to(grad.dtype)
-        if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-            cols = xhat.numel() // batch if batch else 0
-            full = (members, *xhat.shape[1:])
-            if batch == 0:
-                gs_full, gb_full = grad.new_zeros(full), grad.new_zeros(full)
-            else:
-                zero, one = grad.new_zeros(cols), grad.new_ones(cols)
-                _, gs_full, gb_full = torch.ops.aten.native_batch_norm_backward(
-                    grad.view(batch, cols),
-                    xhat.contiguous().view(batch, cols),
-                    None,
-                    None,
-                    None,
-                    zero,
-                    one,
-                    True,
-                    0.0,
-                    [False, True, True],
-                )
-            axes = tuple(i for i in range(1, len(view)) if view[i] == 1 and full[i] != 1)
-            gs_full, gb_full = gs_full.view(full), gb_full.view(full)
-            gscale = (
-                (gs_full.sum(axes, keepdim=True) if axes else gs_full).reshape(scale.shape).to(scale.dtype)
-            )
-            gshift = (
-                (gb_full.sum(axes, keepdim=True) if axes else gb_full).reshape(scale.shape).to(scale.dtype)
-            )
-        return gx, gscale, gshift, None
-
-
-def _member_affine(xhat: Tensor, scale: Tensor, shift: Tensor, view: tuple[int, ...]) -> Tensor:
-    """``xhat ⊙ scale_t + shift_t`` per member; ``scale`` / ``shift`` ``(M, C)`` broadcast as ``view``."""
-    return _MemberAffine.apply(xhat, scale, shift, view)
+    scale, shift = layer.member_scale_shift()  # (M, C)
+    batch = xhat.shape[0] // layer.members
+    full = (layer.members, *xhat.shape[1:])
+    columns = math.prod(full)
+    if xhat.dtype != scale.dtype:  # autocast: the affine in the parameters' dtype, as type promotion did
+        xhat = xhat.to(scale.dtype)
+    zero, one = layer._constant_vectors(columns, scale)
+    y = F.batch_norm(
+        xhat.reshape(batch, columns),
+        zero,
+        one,
+        scale.view(view).expand(full).reshape(columns),
+        shift.view(view).expand(full).reshape(columns),
+        False,
+        0.0,
+        0.0,
+    )
+    return y.view(xhat.shape)
 
 
 class SigmaLayerNorm(SigmaNorm):
@@ -420,12 +396,11 @@ class SigmaLayerNorm(SigmaNorm):
         self._check_batch(x)
         # unit affine instead of None: the same x̂, but the CPU kernel's affine path is faster
         # (measured ~20 % on the ViT / Transformer1d shapes); no gradient flows to these constants
-        unit = x.new_ones(self.normalized_shape)
-        xhat = F.layer_norm(x, self.normalized_shape, unit, torch.zeros_like(unit), self.eps)
-        scale, shift = self.member_scale_shift()
-        middle = (1,) * (x.dim() - 1 - k)
-        view = (self.members, *middle, *self.normalized_shape)
-        return _member_affine(xhat, scale, shift, view)
+        zero, unit = self._constant_vectors(self.num_gated, x)
+        shape = self.normalized_shape
+        xhat = F.layer_norm(x, shape, unit.view(shape), zero.view(shape), self.eps)
+        view = (self.members, *(1,) * (x.dim() - 1 - k), *shape)
+        return _member_affine(self, xhat, view)
 
 
 class SigmaGroupNorm(SigmaNorm):
@@ -473,8 +448,8 @@ class SigmaGroupNorm(SigmaNorm):
         if x.dim() < 2 or x.shape[1] != self.num_channels:
             raise ValueError(f"SigmaGroupNorm expects (B·M, {self.num_channels}, ...), got {tuple(x.shape)}")
         self._check_batch(x)
-        unit = x.new_ones(self.num_channels)  # as SigmaLayerNorm: the kernel's affine path
-        xhat = F.group_norm(x, self.num_groups, unit, torch.zeros_like(unit), self.eps)
-        scale, shift = self.member_scale_shift()
-        view = (self.members, self.num_channels, *([1] * (x.dim() - 2)))
-        return _member_affine(xhat, scale, shift, view)
+        zero, unit = self._constant_vectors(
+            self.num_channels, x
+        )  # as SigmaLayerNorm: the kernel's affine path
+        xhat = F.group_norm(x, self.num_groups, unit, zero, self.eps)
+        return _member_affine(self, xhat, (self.members, self.num_channels, *(1,) * (x.dim() - 2)))
