@@ -26,22 +26,23 @@ folded into the batch in ``repeat_interleave`` order, ``(B·M, C, ...)``. For Ba
 ``(B, M·C, ...)`` puts member ``t``'s channels at ``[t·C, (t+1)·C)``, so per-member BatchNorm is a
 single call of the stock kernel with the gate and affine folded into its weight and bias — no
 Python loop over members and no copy. LayerNorm /
-GroupNorm normalise with a unit affine (the kernel's fast path) and apply the per-member affine in
-one autograd Function: one broadcast ``addcmul`` forward; backward one product for the input
-gradient and one fused batch-axis reduction (the batch-norm backward kernel) for the affine's.
+GroupNorm normalise with a unit affine (the kernel's fast path) and then apply the per-member
+affine as one more stock batch-norm call, in evaluation mode with mean 0 and variance 1, on the
+``(B, K)`` view (the affine expanded to the ``K = M·…`` columns it takes along the token / spatial
+axes): one pass forward, and one fused pass backward for the input gradient and both affine
+reductions. Every layer is a handful of native autograd nodes; no Python ``autograd.Function``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from numbers import Integral
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_finite_real, check_fraction, check_int, check_positive
+from .._checks import check_bool, check_finite_real, check_fraction, check_int, check_positive
 from ..members import check_members
 
 __all__ = [
@@ -90,6 +91,9 @@ class SigmaNorm(nn.Module):
 
     members: int
     num_gated: int
+    #: the layout attributes a plain norm must share to be loaded, and its kind (for errors)
+    _layout: tuple[str, ...] = ()
+    _plain: str = "norm layer"
 
     def _init_affine(self, num_gated: int, members: int, gate_init: float) -> None:
         self.members = check_members(members)
@@ -155,6 +159,27 @@ class SigmaNorm(nn.Module):
             eps = torch.randn(self.gate_logits.shape, generator=generator)
             self.gate_logits.add_(noise * eps)
 
+    @torch.no_grad()
+    def load_from_norm_module(
+        self, norm: nn.Module, *, noise: float = 0.0, generator: torch.Generator | None = None
+    ) -> None:
+        """Copy a plain norm layer's affine into every member (see :meth:`load_from_norm`).
+
+        ``norm`` must be the plain twin with the same layout (``num_features`` for BatchNorm,
+        ``normalized_shape`` for LayerNorm, ``num_groups`` and ``num_channels`` for GroupNorm);
+        ValueError otherwise, naming both.
+        """
+        mine = {key: getattr(self, key) for key in self._layout}
+        theirs = {key: getattr(norm, key, None) for key in self._layout}
+        theirs = {key: tuple(v) if isinstance(v, (list, torch.Size)) else v for key, v in theirs.items()}
+        if mine != theirs:
+            got = ", ".join(f"{key}={value}" for key, value in theirs.items())
+            raise ValueError(
+                f"{type(self).__name__}({', '.join(map(str, mine.values()))}) cannot load a {self._plain} with {got}"
+            )
+        weight, bias = getattr(norm, "weight", None), getattr(norm, "bias", None)
+        self.load_from_norm(weight, bias, noise=noise, generator=generator)
+
     def _affine_source(self, value: Tensor | None, name: str, default: float) -> Tensor:
         """A plain norm's ``weight`` / ``bias`` as ``C`` float values (``default`` when None), checked."""
         if value is None:
@@ -180,6 +205,8 @@ class _SigmaBatchNorm(SigmaNorm):
     """Per-member BatchNorm over ``(B·M, C, *spatial)`` with running statistics of shape ``(M, C)``."""
 
     _expected_dims: tuple[int, ...] = ()
+    _layout = ("num_features",)
+    _plain = "BatchNorm"
 
     def __init__(
         self,
@@ -197,9 +224,7 @@ class _SigmaBatchNorm(SigmaNorm):
         self.momentum = (
             None if momentum is None else check_fraction(momentum, name="momentum", low_open=False)
         )
-        if not isinstance(track_running_stats, bool):
-            raise TypeError(f"track_running_stats must be a bool, got {track_running_stats!r}")
-        self.track_running_stats = track_running_stats
+        self.track_running_stats = check_bool(track_running_stats, name="track_running_stats")
         self._init_affine(num_features, members, gate_init)
         if track_running_stats:
             self.register_buffer("running_mean", torch.zeros(members, num_features))
@@ -225,17 +250,7 @@ class _SigmaBatchNorm(SigmaNorm):
         generator: torch.Generator | None = None,
     ) -> None:
         """Copy a plain BatchNorm's affine and running statistics into every member."""
-        if norm.num_features != self.num_features:
-            raise ValueError(
-                f"{type(self).__name__}({self.num_features}) cannot load a BatchNorm with "
-                f"num_features={norm.num_features}"
-            )
-        self.load_from_norm(
-            norm.weight if norm.affine else None,
-            norm.bias if norm.affine else None,
-            noise=noise,
-            generator=generator,
-        )
+        super().load_from_norm_module(norm, noise=noise, generator=generator)
         if self.track_running_stats and norm.track_running_stats:
             self.running_mean.copy_(norm.running_mean.expand(self.members, -1))
             self.running_var.copy_(norm.running_var.expand(self.members, -1))
@@ -346,6 +361,9 @@ class SigmaLayerNorm(SigmaNorm):
     member. The gate is per element of ``normalized_shape`` (flattened to ``C`` features).
     """
 
+    _layout = ("normalized_shape",)
+    _plain = "LayerNorm"
+
     def __init__(
         self,
         normalized_shape: int | Sequence[int],
@@ -355,14 +373,8 @@ class SigmaLayerNorm(SigmaNorm):
         gate_init: float = 0.0,
     ) -> None:
         super().__init__()
-        if isinstance(normalized_shape, Integral) and not isinstance(normalized_shape, bool):
-            shape: tuple[object, ...] = (normalized_shape,)
-        elif isinstance(normalized_shape, (Sequence, torch.Size)) and not isinstance(normalized_shape, str):
-            shape = tuple(normalized_shape)
-        else:
-            raise TypeError(
-                f"normalized_shape must be an int or a sequence of ints, got {normalized_shape!r}"
-            )
+        is_sequence = isinstance(normalized_shape, Sequence) and not isinstance(normalized_shape, str)
+        shape = tuple(normalized_shape) if is_sequence else (normalized_shape,)  # torch.Size is a Sequence
         if not shape:
             raise ValueError("normalized_shape must not be empty")
         self.normalized_shape = tuple(check_int(d, name="normalized_shape", minimum=1) for d in shape)
@@ -371,18 +383,6 @@ class SigmaLayerNorm(SigmaNorm):
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, members={self.members}, eps={self.eps}"
-
-    @torch.no_grad()
-    def load_from_norm_module(
-        self, norm: nn.LayerNorm, *, noise: float = 0.0, generator: torch.Generator | None = None
-    ) -> None:
-        """Copy a plain LayerNorm's affine into every member."""
-        if tuple(norm.normalized_shape) != self.normalized_shape:
-            raise ValueError(
-                f"SigmaLayerNorm{self.normalized_shape} cannot load a LayerNorm with "
-                f"normalized_shape={tuple(norm.normalized_shape)}"
-            )
-        self.load_from_norm(norm.weight, getattr(norm, "bias", None), noise=noise, generator=generator)
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B·M, *, *normalized_shape) -> same``: normalise, then one broadcast of the member affine."""
@@ -409,6 +409,9 @@ class SigmaGroupNorm(SigmaNorm):
     Member ``t``: ``σ(γ_t) ⊙ (w ⊙ GN(x) + b_t)``; GroupNorm's statistics are per sample.
     """
 
+    _layout = ("num_groups", "num_channels")
+    _plain = "GroupNorm"
+
     def __init__(
         self, num_groups: int, num_channels: int, members: int, eps: float = 1e-5, *, gate_init: float = 0.0
     ) -> None:
@@ -425,31 +428,13 @@ class SigmaGroupNorm(SigmaNorm):
     def extra_repr(self) -> str:
         return f"{self.num_groups}, {self.num_channels}, members={self.members}, eps={self.eps}"
 
-    @torch.no_grad()
-    def load_from_norm_module(
-        self, norm: nn.GroupNorm, *, noise: float = 0.0, generator: torch.Generator | None = None
-    ) -> None:
-        """Copy a plain GroupNorm's affine into every member."""
-        if (norm.num_groups, norm.num_channels) != (self.num_groups, self.num_channels):
-            raise ValueError(
-                f"SigmaGroupNorm({self.num_groups}, {self.num_channels}) cannot load a GroupNorm with "
-                f"num_groups={norm.num_groups}, num_channels={norm.num_channels}"
-            )
-        self.load_from_norm(
-            norm.weight if norm.affine else None,
-            norm.bias if norm.affine else None,
-            noise=noise,
-            generator=generator,
-        )
-
     def forward(self, x: Tensor) -> Tensor:
         """``(B·M, C, *) -> (B·M, C, *)``."""
         _check_input(self, x)
         if x.dim() < 2 or x.shape[1] != self.num_channels:
             raise ValueError(f"SigmaGroupNorm expects (B·M, {self.num_channels}, ...), got {tuple(x.shape)}")
         self._check_batch(x)
-        zero, unit = self._constant_vectors(
-            self.num_channels, x
-        )  # as SigmaLayerNorm: the kernel's affine path
+        # unit affine, as in SigmaLayerNorm: the kernel's faster path; the member affine follows
+        zero, unit = self._constant_vectors(self.num_channels, x)
         xhat = F.group_norm(x, self.num_groups, unit, zero, self.eps)
         return _member_affine(self, xhat, (self.members, self.num_channels, *(1,) * (x.dim() - 2)))
