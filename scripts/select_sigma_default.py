@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -71,10 +72,8 @@ def gate_stats(model) -> dict:
     }
 
 
-def run_setting(tau: float, lam: float, seed: int, epochs: int) -> dict:
-    splits = load_digits(seed=seed)  # the default job's split for this seed
-    spec = MethodSpec("sigma", model="resnet_small", members=4, tau=tau, lam=lam, label="sigma_ens")
-    train = TrainConfig(epochs=epochs)  # the default job's optimisation
+def train_and_score(spec: MethodSpec, splits, train: TrainConfig, *, seed: int) -> dict:
+    """Build and train ``spec`` as ``runner.run_method`` does; validation metrics of p̄ and gate statistics."""
     torch.manual_seed(seed)  # as runner.run_method
     model = build_method(spec, splits)
     g0 = _gates(model)
@@ -89,10 +88,8 @@ def run_setting(tau: float, lam: float, seed: int, epochs: int) -> dict:
     pbar = probs.mean(dim=1).numpy()
     y = splits.y_val.numpy()
     return {
-        "tau": tau,
-        "lam": lam,
         "seed": seed,
-        "epochs": epochs,
+        "epochs": train.epochs,
         "val_nll": nll(pbar, y),
         "val_accuracy": accuracy(pbar, y),
         "val_ece": ece(pbar, y),
@@ -102,6 +99,15 @@ def run_setting(tau: float, lam: float, seed: int, epochs: int) -> dict:
         "end": end,
         "train_seconds": seconds,
     }
+
+
+def run_setting(tau: float, lam: float, seed: int, epochs: int) -> dict:
+    """One (τ, λ) setting of the default job's σN-Ens on the digits split of ``seed``."""
+    splits = load_digits(seed=seed)  # the default job's split for this seed
+    spec = MethodSpec("sigma", model="resnet_small", members=4, tau=tau, lam=lam, label="sigma_ens")
+    # the default job's optimisation; the gate lr and norm selection of the library at that time
+    spec = replace(spec, gate_lr_scale=1.0, norms="all", noise=0.5)
+    return {"tau": tau, "lam": lam, **train_and_score(spec, splits, TrainConfig(epochs=epochs), seed=seed)}
 
 
 def left_initial(row: dict) -> bool:
@@ -125,11 +131,11 @@ def _ms(values: list[float], fmt: str = ".4f") -> str:
     return f"{format(float(t.mean()), fmt)} ± {format(float(t.std()), fmt)}"
 
 
-def _row(key: tuple[float, float], runs: dict[int, dict]) -> str:
+def stat_cells(runs: dict[int, dict]) -> list[str]:
+    """Table cells from ``seeds`` to ``left`` (the columns after the setting's own) for one setting."""
     rs = [runs[s] for s in sorted(runs)]
-    cells = [
-        f"{key[0]:g}",
-        f"{key[1]:g}",
+    left = [left_initial(r) for r in rs]
+    return [
         ",".join(map(str, sorted(runs))),
         _ms([r["val_nll"] for r in rs]),
         _ms([r["val_accuracy"] for r in rs]),
@@ -139,17 +145,19 @@ def _row(key: tuple[float, float], runs: dict[int, dict]) -> str:
         _ms([r["flipped"] for r in rs], ".3f"),
         _ms([r["init"]["owners"] for r in rs], ".2f") + " → " + _ms([r["end"]["owners"] for r in rs], ".2f"),
         _ms([r["end"]["binary"] for r in rs], ".3f"),
-        "yes"
-        if all(left_initial(r) for r in rs)
-        else ("no" if not any(left_initial(r) for r in rs) else "mixed"),
+        "yes" if all(left) else ("no" if not any(left) else "mixed"),
     ]
-    return "| " + " | ".join(cells) + " |"
 
 
-HEADER = (
-    "| τ | λ | seeds | val NLL | val acc | val ECE | spread init → end | KS | flipped "
-    "| owners init → end | binary end | left |\n" + "|---" * 12 + "|"
-)
+#: The header cells of :func:`stat_cells`.
+STAT_HEADER = "seeds | val NLL | val acc | val ECE | spread init → end | KS | flipped | owners init → end | binary end | left"
+
+
+def _row(key: tuple[float, float], runs: dict[int, dict]) -> str:
+    return "| " + " | ".join([f"{key[0]:g}", f"{key[1]:g}", *stat_cells(runs)]) + " |"
+
+
+HEADER = f"| τ | λ | {STAT_HEADER} |\n" + "|---" * 12 + "|"
 
 
 def chosen(rows: dict[tuple[float, float], dict[int, dict]], seeds: int = 3) -> tuple[float, float] | None:
@@ -172,26 +180,41 @@ def report(folder: Path) -> str:
     best = chosen(rows)
     if best is not None:
         lines += ["", f"### Chosen default: τ = {best[0]:g}, λ = {best[1]:g}", ""]
-        lines += ["Owners per feature (gate ≥ ½) per σNorm layer, init → end, per seed:", ""]
-        runs = rows[best]
-        names = list(runs[min(runs)]["init"]["per_layer"])
-        lines.append("| layer | " + " | ".join(f"seed {s}" for s in sorted(runs)) + " |")
-        lines.append("|---" * (len(runs) + 1) + "|")
-        for n in [*names, "overall"]:
-            cells = []
-            for s in sorted(runs):
-                r = runs[s]
-                if n == "overall":
-                    a, b = r["init"]["owners"], r["end"]["owners"]
-                else:
-                    a, b = r["init"]["per_layer"][n], r["end"]["per_layer"][n]
-                cells.append(f"{a:.2f} → {b:.2f}")
-            lines.append(f"| {n} | " + " | ".join(cells) + " |")
-        lines += ["", "Features with 0 / 1 / 2 / 3 / 4 owners (all layers), init → end:", ""]
+        lines += owners_lines(rows[best])
+    return "\n".join(lines) + "\n"
+
+
+def owners_lines(runs: dict[int, dict]) -> list[str]:
+    """Markdown: owners per feature per σNorm layer (init → end, per seed) and the owners histograms."""
+    lines = ["Owners per feature (gate ≥ ½) per σNorm layer, init → end, per seed:", ""]
+    names = list(runs[min(runs)]["init"]["per_layer"])
+    lines.append("| layer | " + " | ".join(f"seed {s}" for s in sorted(runs)) + " |")
+    lines.append("|---" * (len(runs) + 1) + "|")
+    for n in [*names, "overall"]:
+        cells = []
         for s in sorted(runs):
             r = runs[s]
-            lines.append(f"- seed {s}: {r['init']['histogram']} → {r['end']['histogram']}")
-    return "\n".join(lines) + "\n"
+            if n == "overall":
+                a, b = r["init"]["owners"], r["end"]["owners"]
+            else:
+                a, b = r["init"]["per_layer"][n], r["end"]["per_layer"][n]
+            cells.append(f"{a:.2f} → {b:.2f}")
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    lines += ["", "Features with 0 / 1 / 2 / 3 / 4 owners (all σNorm layers), init → end:", ""]
+    lines += [
+        f"- seed {s}: {runs[s]['init']['histogram']} → {runs[s]['end']['histogram']}" for s in sorted(runs)
+    ]
+    return lines
+
+
+def parse_common(p: argparse.ArgumentParser, *, epochs: int, out: str) -> argparse.Namespace:
+    """Add ``--epochs``, ``--out`` and ``--report`` to ``p``, parse, and use one torch thread."""
+    p.add_argument("--epochs", type=int, default=epochs)
+    p.add_argument("--out", default=out)
+    p.add_argument("--report", action="store_true", help="print the markdown tables of --out")
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    return a
 
 
 def main() -> None:
@@ -200,11 +223,7 @@ def main() -> None:
     p.add_argument("--taus", default=",".join(map(str, TAUS)))
     p.add_argument("--lams", default=",".join(map(str, LAMS)))
     p.add_argument("--extra", default="5.0:0.0", help="extra tau:lam pairs (comma-separated)")
-    p.add_argument("--epochs", type=int, default=15)
-    p.add_argument("--out", default="runs/sigma_default/grid.jsonl")
-    p.add_argument("--report", action="store_true", help="print the markdown tables of --out's folder")
-    a = p.parse_args()
-    torch.set_num_threads(1)
+    a = parse_common(p, epochs=15, out="runs/sigma_default/grid.jsonl")
     out = Path(a.out)
     if a.report:
         print(report(out.parent), end="")

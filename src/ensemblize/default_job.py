@@ -19,12 +19,24 @@ from numbers import Integral, Real
 from pathlib import Path
 from typing import Any
 
-__all__ = ["run_default", "default_method_job", "DEFAULT_TAU", "DEFAULT_LAM"]
+__all__ = [
+    "run_default",
+    "default_method_job",
+    "DEFAULT_TAU",
+    "DEFAULT_LAM",
+    "DEFAULT_GATE_LR_SCALE",
+    "DEFAULT_SIGMA_NORMS",
+]
 
 #: σN-Ens regulariser used by the default job and the image experiments: the best validation NLL (digits,
 #: seeds 0-2) among settings whose gates leave their initial distribution (docs/results/sigma_default.md).
 DEFAULT_TAU = 1.0
 DEFAULT_LAM = 5.0
+#: σN gate logits' learning rate as a multiple of the training lr (``fit(gate_lr_scale=)``), used by
+#: :class:`ensemblize.runner.MethodSpec`.
+DEFAULT_GATE_LR_SCALE = 1.0
+#: Which norm layers σN-Ens converts in the default job and the experiments (``runner.SIGMA_NORMS``).
+DEFAULT_SIGMA_NORMS = "all"
 
 
 def _splits(seed: int, heldout: bool):

@@ -20,13 +20,16 @@ from typing import Any
 import torch
 from torch import nn
 
+from ._checks import check_choice, check_positive
 from .checkpoint import load_checkpoint, load_state_strict, save_checkpoint
 from .data.images import ImageSplits
+from .default_job import DEFAULT_GATE_LR_SCALE, DEFAULT_SIGMA_NORMS
 from .evaluation import EvalSpec, Evaluation, evaluate_classifier
 from .models.ensembles import count_parameters
-from .models.registry import build_ensemble
+from .models.registry import build_ensemble, build_model
 from .models.temperature_scaling import TemperatureScaled, fit_temperature
 from .report.results import Record
+from .sigma.convert import DEFAULT_NOISE, NormSelection, sigma_ensemble
 from .sigma.gate_sharing import sharing
 from .sigma.regularizer import softmax_temperature_loss
 from .training import distributed as D
@@ -37,6 +40,8 @@ __all__ = [
     "TrainConfig",
     "RunOutcome",
     "METHODS",
+    "SIGMA_NORMS",
+    "sigma_norm_selection",
     "build_method",
     "train_method",
     "run_method",
@@ -45,13 +50,44 @@ __all__ = [
 
 METHODS = ("single", "temp_scaled", "deep", "batchensemble", "packed", "sigma")
 
+#: Which norm layers of the backbone σN-Ens converts (:func:`sigma_norm_selection`).
+SIGMA_NORMS = ("all", "no_stem", "last_stage")
+
+
+def sigma_norm_selection(norms: str, model: nn.Module) -> NormSelection:
+    """The ``layers`` argument of :func:`ensemblize.sigma_ensemble` for the preset ``norms``.
+
+    * ``"all"`` — every norm layer (``None``);
+    * ``"no_stem"`` — every norm layer but the first in module order (the stem's: ``stem.1`` of the
+      ResNets, ``blocks.0.norm1`` of the transformers);
+    * ``"last_stage"`` — the norm layers inside the last child of the backbone's ``stages`` (ResNets)
+      or ``blocks`` (transformers) container.
+    """
+    check_choice(norms, SIGMA_NORMS, name="norms")
+    if norms == "all":
+        return None
+    from .sigma.convert import _CONVERTIBLE
+
+    names = [n for n, m in model.named_modules() if isinstance(m, _CONVERTIBLE)]
+    if norms == "no_stem":
+        return names[1:]
+    staged = [n.split(".") for n in names if n.split(".")[0] in ("stages", "blocks") and "." in n]
+    if not staged:
+        raise ValueError(f"norms='last_stage' needs a 'stages' or 'blocks' container; norm layers: {names}")
+    last = max(int(parts[1]) for parts in staged)
+    return [".".join(parts) for parts in staged if int(parts[1]) == last]
+
 
 @dataclass(frozen=True)
 class MethodSpec:
     """One method to train. ``label`` names it in tables (defaults to ``method``).
 
-    ``tau`` / ``lam``: σN-Ens regulariser; ``noise``: σN-Ens gate noise; ``alpha`` / ``gamma``:
-    Packed-Ensembles; ``model_kwargs``: passed to the backbone constructor (e.g. ``width``).
+    ``tau`` / ``lam``: σN-Ens regulariser; ``noise``: σN-Ens gate noise (``None``:
+    :data:`ensemblize.sigma.convert.DEFAULT_NOISE`); ``gate_lr_scale``: the σN gate logits' learning
+    rate as a multiple of ``lr`` (``fit(gate_lr_scale=)``); ``norms``: which norm layers become σNorm
+    (:data:`SIGMA_NORMS`, :func:`sigma_norm_selection`); ``alpha`` / ``gamma``: Packed-Ensembles;
+    ``model_kwargs``: passed to the backbone constructor (e.g. ``width``). The σN knobs are ignored
+    by the other methods.
     """
 
     method: str
@@ -64,10 +100,14 @@ class MethodSpec:
     gamma: int = 1
     label: str | None = None
     model_kwargs: dict[str, Any] = field(default_factory=dict)
+    gate_lr_scale: float = DEFAULT_GATE_LR_SCALE
+    norms: str = DEFAULT_SIGMA_NORMS
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"unknown method {self.method!r}; choose one of {list(METHODS)}")
+        check_positive(self.gate_lr_scale, name="gate_lr_scale")
+        check_choice(self.norms, SIGMA_NORMS, name="norms")
 
     @property
     def name(self) -> str:
@@ -105,19 +145,19 @@ def build_method(spec: MethodSpec, splits: ImageSplits) -> nn.Module:
     """The untrained module for ``spec`` on ``splits``' input shape: (B, C, H, W) -> (B, M, classes)."""
     kw: dict[str, Any] = dict(spec.model_kwargs)
     method = "single" if spec.method == "temp_scaled" else spec.method
-    if method == "sigma" and spec.noise is not None:
-        kw["noise"] = spec.noise
+    shape = {
+        "in_channels": splits.in_channels,
+        "num_classes": splits.num_classes,
+        "image_size": splits.image_size,
+    }
+    if method == "sigma":
+        backbone = build_model(spec.model, **shape, **kw)
+        noise = DEFAULT_NOISE if spec.noise is None else spec.noise
+        layers = sigma_norm_selection(spec.norms, backbone)
+        return sigma_ensemble(backbone, members=spec.members, noise=noise, layers=layers)
     if method == "packed":
         kw.update(alpha=spec.alpha, gamma=spec.gamma)
-    return build_ensemble(
-        method,
-        spec.model,
-        members=spec.effective_members,
-        in_channels=splits.in_channels,
-        num_classes=splits.num_classes,
-        image_size=splits.image_size,
-        **kw,
-    )
+    return build_ensemble(method, spec.model, members=spec.effective_members, **shape, **kw)
 
 
 def _regularizer(spec: MethodSpec):
@@ -148,6 +188,7 @@ def train_method(
         weight_decay=train.weight_decay,
         schedule=train.schedule,
         regularizer=_regularizer(spec),
+        gate_lr_scale=spec.gate_lr_scale if spec.method == "sigma" else 1.0,
         early_stopping_patience=train.early_stopping_patience,
         seed=seed,
         progress=progress,
@@ -232,7 +273,8 @@ def load_method(path: str | Path, splits: ImageSplits) -> tuple[nn.Module, Metho
     tensors, meta = load_checkpoint(path)
     if meta.get("format") != "ensemblize.method/1":
         raise ValueError(f"{path} is not an ensemblize method checkpoint (format {meta.get('format')!r})")
-    spec = MethodSpec(**meta["spec"])
+    # checkpoints written before the gate-lr / norm-selection knobs trained every norm at lr × 1
+    spec = MethodSpec(**{"gate_lr_scale": 1.0, "norms": "all", **meta["spec"]})
     if (splits.in_channels, splits.num_classes) != (meta["in_channels"], meta["num_classes"]):
         raise ValueError(
             f"{path} was trained on {meta['in_channels']} channels / {meta['num_classes']} classes, "

@@ -47,7 +47,7 @@ from .data import (
     split_batch,
     to_device,
 )
-from .optim import OPTIMIZERS, SCHEDULES, lr_factor, make_optimizer
+from .optim import OPTIMIZERS, SCHEDULES, group_lr, lr_factor, make_optimizer
 from .predict import TASKS, model_device
 from .progress import Progress
 from .setup import Run, check_options, make_run
@@ -124,6 +124,7 @@ def fit(
     step_size: int | None = None,
     gamma: float = 0.1,
     decay_filter: str | Callable[[str, nn.Parameter, nn.Module], bool] = "standard",
+    gate_lr_scale: float = 1.0,
     grad_clip: float | None = None,
     task: str = "classification",
     loss_fn: Callable[[Any, Tensor], Tensor] | None = None,
@@ -162,7 +163,10 @@ def fit(
     Optimiser: ``"sgd"`` (``momentum``, ``nesterov``, coupled L2 ``weight_decay``) or ``"adamw"``
     (decoupled ``weight_decay``). ``decay_filter`` picks which parameters are decayed:
     ``"standard"`` (default: no decay on norm affine parameters, σN gate logits, biases and
-    embeddings), ``"all"``, or a callable — see :mod:`ensemblize.training.optim`. Schedule:
+    embeddings), ``"all"``, or a callable — see :mod:`ensemblize.training.optim`.
+    ``gate_lr_scale`` (> 0, default 1): σN gate logits (parameters named ``gate_logits``) train at
+    this multiple of the scheduled learning rate, in their own parameter group; 1 leaves the
+    optimiser exactly as without the option. Schedule:
     ``"cosine"`` per optimisation step, ``lr_t = lr·½(1 + cos(π t/T))``; ``"step"`` per epoch,
     ``lr·gamma^⌊e/step_size⌋`` (``step_size`` defaults to ``max(1, epochs // 3)``); ``"none"``.
     ``grad_clip`` clips the global gradient norm (over all members together).
@@ -220,7 +224,8 @@ def _has_batch_norm(module: nn.Module) -> bool:
 def _prepare(run: Run, o: dict) -> None:
     """Optimiser, DDP wrapper, steps per epoch and the initial-weights fingerprint."""
     run.opt = make_optimizer(run.module, optimizer=o["optimizer"], lr=o["lr"], weight_decay=o["weight_decay"],
-                             momentum=o["momentum"], nesterov=o["nesterov"], decay_filter=o["decay_filter"])  # fmt: skip
+                             momentum=o["momentum"], nesterov=o["nesterov"], decay_filter=o["decay_filter"],
+                             gate_lr_scale=o["gate_lr_scale"])  # fmt: skip
     run.wrapped = D.wrap(run.module, run.device, run.ctx)
     if isinstance(run.train, IndexedSource):
         run.shard_rows = int(D.train_shard(torch.arange(run.train.n), run.ctx).numel())
@@ -354,7 +359,7 @@ def _train_epoch(run: Run, epoch: int, o: dict) -> tuple[float, float | None, fl
         lr_now = o["lr"] * lr_factor(o["schedule"], step=epoch * run.steps + s, total_steps=o["epochs"] * run.steps,
                                      epoch=epoch, step_size=o["step_size"], gamma=o["gamma"])  # fmt: skip
         for group in run.opt.param_groups:
-            group["lr"] = lr_now
+            group["lr"] = group_lr(group, lr_now)
         sums += _step(run, batch, o["grad_clip"])
     D.broadcast_buffers(run.module, run.ctx)  # rank 0's BatchNorm statistics everywhere
     sums = D.all_reduce_sum(sums.cpu(), run.ctx)

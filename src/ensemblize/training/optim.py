@@ -17,6 +17,12 @@ Weight-decay groups (``decay_filter``):
   qualified ``name`` in ``model.named_parameters()``, the module that owns it) in the decayed group.
 
 A parameter shared by several modules is placed once, in the no-decay group if any owner exempts it.
+
+Gate learning rate (``gate_lr_scale``): σN gate logits (every parameter whose name ends in
+``gate_logits``) train at ``gate_lr_scale`` times the scheduled learning rate. With a scale other
+than 1 they form their own parameter group(s) (same decay verdict as before) carrying the key
+``"lr_scale"``, which :func:`ensemblize.training.fit` multiplies into every step's learning rate
+(:func:`group_lr`). With the scale 1 (the default) the groups are exactly those without the option.
 """
 
 from __future__ import annotations
@@ -28,7 +34,17 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["OPTIMIZERS", "SCHEDULES", "DECAY_FILTERS", "parameter_groups", "make_optimizer", "lr_factor"]
+from .._checks import check_positive
+
+__all__ = [
+    "OPTIMIZERS",
+    "SCHEDULES",
+    "DECAY_FILTERS",
+    "parameter_groups",
+    "make_optimizer",
+    "lr_factor",
+    "group_lr",
+]
 
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("cosine", "step", "none")
@@ -79,15 +95,26 @@ def decay_filter_name(decay_filter: str | Callable) -> str:
     return f"{getattr(decay_filter, '__module__', '?')}.{getattr(decay_filter, '__qualname__', repr(decay_filter))}"
 
 
+def _is_gate(name: str) -> bool:
+    return name.rsplit(".", 1)[-1] == "gate_logits"
+
+
 def parameter_groups(
-    module: nn.Module, *, weight_decay: float, decay_filter: str | Callable = "standard"
+    module: nn.Module,
+    *,
+    weight_decay: float,
+    decay_filter: str | Callable = "standard",
+    gate_lr_scale: float = 1.0,
 ) -> list[dict[str, Any]]:
     """Trainable parameters split into ``[{"params", "weight_decay", "names"}, ...]`` (decayed first).
 
     Empty groups are left out. ``names`` lists the qualified parameter names of each group (for
     inspection; the optimiser ignores the extra key). See the module docstring for ``decay_filter``.
+    With ``gate_lr_scale != 1`` the σN gate logits follow in their own group(s), each with
+    ``"lr_scale": gate_lr_scale`` (module docstring).
     """
     check_decay_filter(decay_filter)
+    gate_lr_scale = check_positive(gate_lr_scale, name="gate_lr_scale")
     rule = {"standard": standard_decay, "all": lambda *_: True}.get(decay_filter, decay_filter)  # type: ignore[arg-type]
     verdict: dict[int, bool] = {}
     names: dict[int, str] = {}
@@ -102,14 +129,25 @@ def parameter_groups(
             names.setdefault(key, name)
             params[key] = p
             verdict[key] = verdict.get(key, True) and decay
+    split = gate_lr_scale != 1.0
+    gate = {k: split and _is_gate(names[k]) for k in params}
     groups = []
-    for decayed, wd in ((True, weight_decay), (False, 0.0)):
-        keys = [k for k in params if verdict[k] is decayed]
-        if keys:
-            groups.append(
-                {"params": [params[k] for k in keys], "weight_decay": wd, "names": [names[k] for k in keys]}
-            )
+    for is_gate in (False, True) if split else (False,):
+        for decayed, wd in ((True, weight_decay), (False, 0.0)):
+            keys = [k for k in params if verdict[k] is decayed and gate[k] is is_gate]
+            if keys:
+                group = {
+                    "params": [params[k] for k in keys],
+                    "weight_decay": wd,
+                    "names": [names[k] for k in keys],
+                }
+                groups.append({**group, "lr_scale": gate_lr_scale} if is_gate else group)
     return groups
+
+
+def group_lr(group: dict[str, Any], lr: float) -> float:
+    """The learning rate of one optimiser parameter group: ``lr`` times its ``"lr_scale"`` (if any)."""
+    return lr * group["lr_scale"] if "lr_scale" in group else lr
 
 
 def make_optimizer(
@@ -121,13 +159,18 @@ def make_optimizer(
     momentum: float,
     nesterov: bool,
     decay_filter: str | Callable,
+    gate_lr_scale: float = 1.0,
 ) -> torch.optim.Optimizer:
     """SGD (momentum, nesterov, coupled L2 decay) or AdamW (decoupled decay) over :func:`parameter_groups`."""
-    groups = parameter_groups(module, weight_decay=weight_decay, decay_filter=decay_filter)
+    groups = parameter_groups(
+        module, weight_decay=weight_decay, decay_filter=decay_filter, gate_lr_scale=gate_lr_scale
+    )
     if not groups:
         raise ValueError("the model has no trainable parameters (every parameter has requires_grad=False)")
     for g in groups:
         del g["names"]
+        if "lr_scale" in g:
+            g["lr"] = group_lr(g, lr)
     if optimizer == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=nesterov)
     return torch.optim.AdamW(groups, lr=lr)

@@ -182,6 +182,7 @@ def check_options(kw: dict[str, Any]) -> dict[str, Any]:
     if o["momentum"] >= 1:
         raise ValueError(f"momentum must lie in [0, 1), got {o['momentum']!r}")
     o["gamma"] = check_positive(o["gamma"], name="gamma")
+    o["gate_lr_scale"] = check_positive(o["gate_lr_scale"], name="gate_lr_scale")
     o["step_size"] = (
         max(1, o["epochs"] // 3) if o["step_size"] is None else check_int(o["step_size"], name="step_size")
     )
@@ -217,6 +218,11 @@ def _check_callables(o: dict[str, Any]) -> None:
             raise TypeError(f"val_metrics must map names to callables, got {name!r}: {type(fn).__name__}")
 
 
+def _gate_lr_config(scale: float) -> dict[str, float]:
+    """The checkpoint-config entry of ``gate_lr_scale``: none at 1, so older checkpoints still resume."""
+    return {} if scale == 1.0 else {"gate_lr_scale": scale}
+
+
 def make_run(o: dict, module: nn.Module, train: Source, val: Source | None, device: torch.device,
               ctx: D.DistContext) -> Run:  # fmt: skip
     info = _task_setup(o, module, train, val, device)
@@ -247,6 +253,7 @@ def make_run(o: dict, module: nn.Module, train: Source, val: Source | None, devi
             )
         },  # fmt: skip
         "decay_filter": decay_filter_name(o["decay_filter"]),
+        **_gate_lr_config(o["gate_lr_scale"]),
         "monitor": monitor,
         "loss": getattr(info["loss"], "__qualname__", type(info["loss"]).__name__),
         "world_size": ctx.world_size,
