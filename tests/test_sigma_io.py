@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 import ensemblize as ez
+from ensemblize.sigma.convert import DEFAULT_NOISE
 from ensemblize.sigma_io import load_ensemble, save_ensemble
 from ensemblize.training import fit, predict
 
@@ -127,7 +128,8 @@ def test_default_settings_are_written_not_null(tmp_path: Path):
     ens = ez.sigma_ensemble(_cnn(), members=2)
     save_ensemble(ens, tmp_path / "d")
     settings = json.loads((tmp_path / "d.json").read_text())["settings"]
-    assert settings == {"members": 2, "noise": 0.5, "seed": None, "gate_init": 0.0, "layers": None}
+    assert settings == {"members": 2, "noise": DEFAULT_NOISE, "seed": None, "gate_init": 0.0, "layers": None}
+    assert DEFAULT_NOISE == 0.65  # the MNIST-1D-validation default (docs/results/sigma_search_mnist1d.md)
 
 
 def test_bad_layer_selection_is_named():

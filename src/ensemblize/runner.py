@@ -23,7 +23,7 @@ from torch import nn
 from ._checks import check_choice, check_positive
 from .checkpoint import load_checkpoint, load_state_strict, save_checkpoint
 from .data.images import ImageSplits
-from .default_job import DEFAULT_GATE_LR_SCALE, DEFAULT_SIGMA_NORMS
+from .default_job import DEFAULT_GATE_LR_SCALE, DEFAULT_LAM, DEFAULT_SIGMA_NORMS, DEFAULT_TAU
 from .evaluation import EvalSpec, Evaluation, evaluate_classifier
 from .models.ensembles import count_parameters
 from .models.registry import build_ensemble, build_model
@@ -93,8 +93,8 @@ class MethodSpec:
     method: str
     model: str = "resnet_small"
     members: int = 4
-    tau: float = 1.0
-    lam: float = 1e-3
+    tau: float = DEFAULT_TAU
+    lam: float = DEFAULT_LAM
     noise: float | None = None
     alpha: float = 2.0
     gamma: int = 1
