@@ -145,3 +145,28 @@ def test_regulariser_reaches_the_layers_of_a_converted_model():
     names = [s.name for s in sharing(ens)]
     assert names == ["backbone.1", "backbone.3"]
     assert softmax_temperature_loss(ens, 1.0, 1.0).requires_grad
+
+
+def test_regulariser_over_layers_of_different_members_and_dtypes_equals_the_per_layer_sum():
+    """One concatenated evaluation per (members, dtype) group: value and every layer's gradient as
+    layer by layer (to rounding: a feature's column may take the kernel's vectorised or scalar path)."""
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(
+        SigmaBatchNorm2d(3, 4), SigmaLayerNorm(5, 2), SigmaBatchNorm1d(6, 4), SigmaLayerNorm(2, 4).double()
+    )
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 2.0)
+    tau, lam = 0.4, 0.3
+    got = softmax_temperature_loss(model, tau, lam)
+    got.backward()
+    for layer in model:
+        ref_logits = layer.gate_logits.detach().clone().requires_grad_(True)
+        ref = lam * torch.log_softmax(torch.sigmoid(ref_logits) / tau, dim=0).sum()
+        ref.backward()
+        torch.testing.assert_close(layer.gate_logits.grad, ref_logits.grad, rtol=1e-6, atol=1e-9)
+    ref_total = sum(
+        lam * torch.log_softmax(torch.sigmoid(layer.gate_logits.double()) / tau, dim=0).sum().item()
+        for layer in model
+    )
+    assert got.item() == pytest.approx(ref_total, rel=1e-6)

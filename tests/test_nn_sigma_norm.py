@@ -377,3 +377,26 @@ def test_bfloat16_autocast_forward_and_backward_stay_close_to_float32(make, shap
     ref = layer(x.to(torch.bfloat16).float())
     torch.testing.assert_close(y.float(), ref, atol=0.1, rtol=0.05)
     assert torch.isfinite(xb.grad.float()).all() and layer.gate_logits.grad.dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    ("make", "shape"),
+    [
+        (lambda: SigmaLayerNorm(6, 2), (4, 3, 6)),
+        (lambda: SigmaGroupNorm(2, 4, 2), (4, 4, 3)),
+        (lambda: SigmaBatchNorm1d(4, 2), (4, 4, 3)),
+    ],
+)
+def test_training_after_an_inference_mode_call_and_across_dtypes(make, shape):
+    """The kernels' cached constants: none kept from inference mode (they could not be saved for
+    backward), and one set per dtype, so a float64 copy of the layer gives the float32 values."""
+    layer = _randomize(make(), seed=17).train()
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(18))
+    with torch.inference_mode():
+        y_inf = layer(x)
+    y = layer(x.clone().requires_grad_(True))
+    y.sum().backward()
+    assert layer.gate_logits.grad is not None
+    torch.testing.assert_close(y.detach(), y_inf)
+    y64 = layer.double()(x.double())
+    torch.testing.assert_close(y64.float(), y.detach(), **TOL)
