@@ -26,8 +26,9 @@ TINY = dict(
 def test_defaults_clone_and_params_round_trip():
     est = LoMETabClassifier()
     p = est.get_params()
-    assert p["members"] == 32 and p["rank"] == 2 and p["init_scale"] == 1.0 and p["layer"] == "lome"
+    assert p["members"] == 32 and p["rank"] == 2 and p["init_scale"] == 4.0 and p["layer"] == "lome"
     assert p["lr"] == 2e-3 and p["weight_decay"] == 3e-4 and p["patience"] == 16
+    assert p["monitor"] == "accuracy"
     est.set_params(rank=4, layer="batchensemble", init_scale=0.3)
     c = clone(est)
     assert c is not est and c.get_params() == est.get_params()
@@ -123,6 +124,25 @@ def test_eval_set_and_per_member_batches_are_deterministic():
     # the validation metric really is the eval_set's
     last = a.history_[a.best_epoch_]["val_accuracy"]
     assert last == pytest.approx(np.mean(a.predict(Xva) == yva))
+
+
+def test_monitor_picks_the_epoch_of_best_validation_accuracy_or_nll():
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    Xtr, Xva, ytr, yva = _split(X, y)
+    kw = {**TINY, "max_epochs": 8, "patience": 8}
+    nll = LoMETabClassifier(**kw, monitor="log_loss").fit(Xtr, ytr, eval_set=(Xva, yva))
+    losses = [r["val_loss"] for r in nll.history_]
+    assert len(losses) == 8 and nll.best_epoch_ == int(np.argmin(losses))
+    acc = LoMETabClassifier(**kw, monitor="accuracy").fit(Xtr, ytr, eval_set=(Xva, yva))
+    # TabM's rule: best accuracy, ties broken by the lower NLL
+    key = [(-r["val_accuracy"], r["val_loss"]) for r in acc.history_]
+    assert acc.best_epoch_ == min(range(len(key)), key=key.__getitem__)
+    # the same training run either way: only the restored epoch differs
+    assert [r["train_loss"] for r in acc.history_] == [r["train_loss"] for r in nll.history_]
+    with pytest.raises(ValueError, match="'bogus'"):
+        LoMETabClassifier(**TINY, monitor="bogus").fit(Xtr, ytr)
 
 
 # ------------------------------------------------------------------------------------------------

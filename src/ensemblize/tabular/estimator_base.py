@@ -118,6 +118,13 @@ class TabularEnsembleEstimator(TablePipeline):
         """The family's own network settings (JSON values), added to :meth:`_model_config`."""
         raise NotImplementedError
 
+    def _monitor(self) -> str:
+        """The classifier's early-stopping score (:data:`ensemblize.tabular.train.MONITORS`).
+
+        ``"accuracy"`` (TabM's rule) unless the family has a ``monitor`` hyper-parameter.
+        """
+        return "accuracy"
+
     def _model_config(self) -> dict[str, Any]:
         """The network's constructor arguments (JSON), from the fitted preprocessor and the parameters."""
         prep = self.preprocessor_
@@ -224,6 +231,7 @@ class TabularEnsembleEstimator(TablePipeline):
                 verbose=bool(self.verbose),
                 desc=f"{type(self).__name__} (M={int(self.members)}, seed {seed})",
                 callbacks=() if callbacks is None else tuple(callbacks),
+                monitor=self._monitor(),
             )
         self.history_ = res.history
         self.best_epoch_ = res.best_epoch

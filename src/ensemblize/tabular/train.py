@@ -9,8 +9,9 @@ everything it does is a ``fit`` option:
 * AdamW, no schedule, gradient-norm clipping, the standard weight-decay groups (no decay on
   biases, norm affine parameters, embeddings and σN gates — as the official TabM recipe);
 * early stopping on the validation score of the *ensemble* (``monitor="val_accuracy"`` of
-  ``p̄ = mean_k softmax(z_k)`` with the NLL as tie-breaker, or ``"val_rmse"`` of ``mean_k ŷ_k``),
-  the best epoch's weights restored at the end;
+  ``p̄ = mean_k softmax(z_k)`` with the NLL as tie-breaker, ``"val_nll"`` of ``p̄`` alone with
+  ``monitor="log_loss"``, or ``"val_rmse"`` of ``mean_k ŷ_k``), the best epoch's weights restored
+  at the end;
 * batches: one shared permutation per epoch (every member sees the same rows, as TabM does) or,
   with ``per_member_batches=True``, an independent permutation per member, gathered as one
   ``(B, K)`` index matrix (no loop over members);
@@ -30,12 +31,26 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from ensemblize._checks import check_choice
 from ensemblize.members import check_members
 from ensemblize.training import fit, predict_outputs
 from ensemblize.training.data import row_order
 from ensemblize.training.outputs import logits_of, member_cross_entropy, member_mse
 
-__all__ = ["auto_batch_size", "batch_order", "member_loss", "predict_members", "TrainResult", "train_model"]
+__all__ = [
+    "MONITORS",
+    "auto_batch_size",
+    "batch_order",
+    "member_loss",
+    "predict_members",
+    "TrainResult",
+    "train_model",
+]
+
+
+MONITORS = ("accuracy", "log_loss")
+"""Early-stopping scores a classifier can monitor (:func:`train_model`'s ``monitor``)."""
+_FIT_MONITOR = {"accuracy": "val_accuracy", "log_loss": "val_nll"}
 
 
 def auto_batch_size(n_train: int) -> int:
@@ -135,6 +150,7 @@ def train_model(
     regularizer: Callable[[nn.Module], Tensor] | None = None,
     desc: str = "train_model",
     callbacks: Sequence[Callable[[int, dict, nn.Module], bool | None]] = (),
+    monitor: str = "accuracy",
 ) -> TrainResult:
     """Train ``model`` in place with :func:`ensemblize.training.fit` and restore its best validation epoch.
 
@@ -162,6 +178,9 @@ def train_model(
             ``cb(epoch, record, model)`` (``epoch`` 1-based; ``record`` fit's record with
             ``val_nll``, ``val_accuracy`` / ``val_rmse``); returning ``True`` stops training (the
             best epoch so far is restored), e.g. a tuning trial pruned by its pruner.
+        monitor: the early-stopping score of a classifier: ``"accuracy"`` (TabM's rule: the
+            ensemble's validation accuracy, ties broken by its NLL) or ``"log_loss"`` (the
+            ensemble's validation NLL alone). Regression always monitors the validation RMSE.
 
     Returns a :class:`TrainResult` whose ``history`` has one dict per epoch: ``epoch`` (0-based),
     ``train_loss``, ``val_loss`` (NLL of ``p̄``, or MSE of the member mean), ``val_accuracy`` /
@@ -169,6 +188,7 @@ def train_model(
     ``val_ambiguity`` (regression), ``seconds`` (cumulative).
     """
     check_members(members)
+    check_choice(monitor, MONITORS, name="monitor")
     n = len(x_train)
     if n == 0 or len(x_val) == 0:
         raise ValueError(f"need non-empty train and validation splits, got {n} and {len(x_val)} rows")
@@ -188,7 +208,7 @@ def train_model(
         grad_clip=float(grad_clip) if grad_clip else None,
         task="regression" if regression else "classification",
         regularizer=regularizer,
-        monitor="val_rmse" if regression else "val_accuracy",
+        monitor="val_rmse" if regression else _FIT_MONITOR[monitor],
         early_stopping_patience=int(patience),
         val_metrics=_diversity(regression),
         per_member_batches=bool(per_member_batches),
