@@ -24,6 +24,7 @@ from the JSON file is bounded (:data:`LOAD_LIMITS`) before anything is allocated
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -255,8 +256,17 @@ class TabularEnsembleEstimator(TablePipeline):
             )
 
     def _raw_members(self, X: Any) -> torch.Tensor:
-        x = torch.from_numpy(self._transform_for_predict(X, fitted="model_")).to(torch.device(self.device))
-        return predict_members(self.model_, x, batch_size=_PREDICT_BATCH).cpu()
+        """Raw member outputs, computed in float64 (float32 on MPS, which has no float64).
+
+        A float64 copy of the network makes every row's prediction independent of the other rows
+        in the call (float32 matrix products round differently with the batch size, by up to
+        ~1e-7 relative at ``init_scale=4``: scikit-learn's subset-invariance check).
+        """
+        device = torch.device(self.device)
+        dtype = torch.float32 if device.type == "mps" else torch.float64
+        x = torch.from_numpy(self._transform_for_predict(X, fitted="model_")).to(device, dtype)
+        model = copy.deepcopy(self.model_).to(dtype) if dtype != torch.float32 else self.model_
+        return predict_members(model, x, batch_size=_PREDICT_BATCH).cpu()
 
     # -- persistence ---------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
