@@ -242,6 +242,36 @@ def gap_fraction(results: Path, *, sigma: str = "sigma_ens", deep: str = "deep_e
     return "\n".join(lines) + "\n"
 
 
+#: (column, record key, format) of :func:`compare_table`.
+COLUMNS = (
+    ("accuracy", "accuracy", ".4f"),
+    ("NLL", "nll", ".4f"),
+    ("ECE", "ece", ".4f"),
+    ("shifted ECE", "corr_ece", ".4f"),
+    ("OOD AUROC (max p)", "ood_maxprob_auroc", ".4f"),
+    ("OOD AUROC (MI)", "ood_mi_auroc", ".4f"),
+    ("val NLL", "val_nll", ".4f"),
+)
+
+
+def compare_table(results: Path) -> str:
+    """Markdown: mean ± std over seeds per method of a compare ``results.json``, with params and train s."""
+    data = json.loads(results.read_text())
+    methods: dict[str, list[dict]] = {}
+    for r in data:
+        methods.setdefault(r["method"], []).append(r)
+    head = ["method", "seeds", *(c for c, _, _ in COLUMNS), "params", "train s"]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for m, rs in methods.items():
+        cells = [m, ",".join(str(r["seed"]) for r in sorted(rs, key=lambda r: r["seed"]))]
+        cells += [
+            _ms([r["metrics"][k] for r in rs], f) if k in rs[0]["metrics"] else "–" for _, k, f in COLUMNS
+        ]
+        cells += [f"{rs[0]['params']:,}", _ms([r["train_seconds"] for r in rs], ".1f")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trials", type=int, default=30)
@@ -252,11 +282,13 @@ def main() -> None:
     p.add_argument("--sampler-seed", type=int, default=0)
     p.add_argument("--stop-at", default="", help="UTC HH:MM after which no new run starts")
     p.add_argument("--stage", choices=("1", "2", "both"), default="both")
-    p.add_argument("--gap", default="", help="print the NLL-gap fractions of a compare results.json and exit")
+    p.add_argument(
+        "--gap", default="", help="print the table and NLL-gap fractions of a compare results.json and exit"
+    )
     a = parse_common(p, epochs=20, out="runs/sigma_search/mnist1d.jsonl")
     path = Path(a.out)
     if a.gap:
-        print(gap_fraction(Path(a.gap)), end="")
+        print(compare_table(Path(a.gap)) + "\n" + gap_fraction(Path(a.gap)), end="")
         return
     if a.report:
         print(report(path), end="")
