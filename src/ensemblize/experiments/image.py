@@ -238,17 +238,27 @@ def finetune_job(
     device: str = "cpu",
 ) -> list[dict[str, Any]]:
     """One job: train the ``single`` spec, convert it with :func:`ensemblize.sigma_ensemble` (M =
-    ``members``) and fine-tune it as the ``sigma`` spec with ``TrainConfig(**finetune)``; returns the
-    single model's record and the fine-tuned one's (``train_seconds`` = pre-training + fine-tuning)."""
+    ``members``; the ``sigma`` spec's gate noise and norm selection, as σN-Ens from scratch) and
+    fine-tune it as the ``sigma`` spec with ``TrainConfig(**finetune)``; returns the single model's
+    record and the fine-tuned one's (``train_seconds`` = pre-training + fine-tuning)."""
     from ensemblize import sigma_ensemble
-    from ensemblize.runner import MethodSpec
+    from ensemblize.runner import MethodSpec, sigma_norm_selection
+    from ensemblize.sigma.convert import DEFAULT_NOISE
 
     run = functools.partial(
         _train_and_record, seed=seed, data=data, evaluation=evaluation, out=out, device=device
     )
     single_rec, single_outcome = run(MethodSpec(**single), train=train)
-    converted = sigma_ensemble(single_outcome.model.model.cpu(), members=members, seed=seed)
-    ft_rec, _ = run(MethodSpec(**sigma), train=finetune, model=converted)
+    sigma_spec = MethodSpec(**sigma)
+    base = single_outcome.model.model.cpu()
+    converted = sigma_ensemble(
+        base,
+        members=members,
+        seed=seed,
+        noise=DEFAULT_NOISE if sigma_spec.noise is None else sigma_spec.noise,
+        layers=sigma_norm_selection(sigma_spec.norms, base),
+    )
+    ft_rec, _ = run(sigma_spec, train=finetune, model=converted)
     ft_rec["pretrain_seconds"] = single_rec["train_seconds"]
     ft_rec["finetune_seconds"] = ft_rec["train_seconds"]
     ft_rec["train_seconds"] = single_rec["train_seconds"] + ft_rec["finetune_seconds"]
