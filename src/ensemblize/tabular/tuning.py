@@ -88,7 +88,7 @@ def lometab_search_space() -> dict[str, Any]:
     parameter        range                                      why
     ===============  =========================================  ===========================================
     ``rank``         int 1 – 16, log scale                      adapter rank r: diversity axis 1
-    ``init_scale``   float 0.1 – 3, log scale                   σ_init: diversity axis 2 (switches rank on)
+    ``init_scale``   float 0.3 – 8, log scale                   σ_init: diversity axis 2 (default 4 inside)
     ``lr``           float 1e-4 – 5e-3, log scale               AdamW learning rate (TabM's range)
     ``weight_decay`` float 1e-5 – 1e-1, log scale               AdamW decoupled weight decay
     ``n_blocks``     int 1 – 4                                  MLP depth
@@ -104,7 +104,7 @@ def lometab_search_space() -> dict[str, Any]:
     d = _optuna().distributions
     return {
         "rank": d.IntDistribution(1, 16, log=True),
-        "init_scale": d.FloatDistribution(0.1, 3.0, log=True),
+        "init_scale": d.FloatDistribution(0.3, 8.0, log=True),
         "lr": d.FloatDistribution(1e-4, 5e-3, log=True),
         "weight_decay": d.FloatDistribution(1e-5, 1e-1, log=True),
         "n_blocks": d.IntDistribution(1, 4),
