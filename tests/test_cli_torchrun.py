@@ -52,7 +52,7 @@ def test_torchrun_run_trains_with_ddp_and_only_rank0_prints_and_writes(tmp_path:
     assert all(r["world_size"] == 2 for r in rows)  # trained across the two processes
     # one header, one table, one progress line per job: rank 1 printed nothing
     assert proc.stdout.count("ensemblize run:") == 1 and proc.stdout.count("sigma_ens") == 2
-    assert proc.stderr.count("run [3/3] sigma_ens") == 1
+    assert proc.stderr.count("run [3/3 jobs] sigma_ens") == 1
     assert sorted(p.name for p in (out / "models").iterdir()) == sorted(
         f"{m}_seed0.{ext}"
         for m in ("single", "deep_ensemble", "sigma_ens")

@@ -515,7 +515,7 @@ def tau_sweep(
     setup: ImageSetup = ImageSetup(),
     members: int = 4,
     taus: Sequence[float] = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0),
-    lam: float = 0.5,
+    lam: float = DEFAULT_LAM,
     out: str | Path = "runs/image-tau-sweep",
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
