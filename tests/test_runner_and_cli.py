@@ -220,7 +220,9 @@ def test_evaluate_refuses_a_run_without_a_complete_manifest(tmp_path):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "single_seed0.json").write_text("{}")
     res = CliRunner().invoke(app, ["evaluate", str(tmp_path)])
-    assert res.exit_code == 2 and "Invalid value for 'RUN_DIR'" in res.output and "manifest.json" in res.output
+    assert (
+        res.exit_code == 2 and "Invalid value for 'RUN_DIR'" in res.output and "manifest.json" in res.output
+    )
     assert not (tmp_path / "evaluation.json").exists()
 
 
