@@ -13,18 +13,15 @@ end in exactly one of:
   in the same places.
 
 Anything else (a RuntimeError/IndexError/ZeroDivisionError, a numpy/torch-internal ValueError, a
-NaN result) is **unhelpful** and fails the test — except for calls into modules owned by other
-engineers listed in ``OPEN_OWNERS``: those are counted and reported (warning), not failed, until
-their owners fix them. Set ``ENSEMBLIZE_PROPERTY_REPORT=path.json`` to write the per-area counts.
+NaN result) is **unhelpful** and fails the test — except for a call given an ``owner`` (``OWNER``):
+those are counted and reported (warning), not failed, until their owners fix them. Set ``ENSEMBLIZE_PROPERTY_REPORT=path.json`` to write the per-area counts.
 """
 
 from __future__ import annotations
 
 import json
-import linecache
 import math
 import os
-import traceback
 import warnings
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -43,36 +40,19 @@ from ensemblize import metrics as M
 from ensemblize import selective as S
 from ensemblize import sigma
 from ensemblize.models.temperature_scaling import TemperatureScaled, fit_temperature
+from property_outcomes import all_finite, call_outcome
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("ENSEMBLIZE_PROPERTY_EXAMPLES", "20")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-SRC = str(Path(ez.__file__).parent)
-#: modules of other owners: their unhelpful outcomes are reported, not failed (see module docstring)
-OPEN_OWNERS: tuple[str, ...] = ()  # every layer is held to the rule (σNorm and LoME findings fixed)
 
 COUNTS: dict[str, Counter] = defaultdict(Counter)
 OPEN: list[str] = []
 
 
 # --- classification of one call ------------------------------------------------------------------
-
-
-def _raised_by_a_raise_statement_in_ensemblize(exc: BaseException) -> bool:
-    frame = traceback.extract_tb(exc.__traceback__)[-1]
-    if not frame.filename.startswith(SRC):
-        return False
-    return linecache.getline(frame.filename, frame.lineno).strip().startswith("raise")
-
-
-def _owner_of(exc: BaseException) -> str | None:
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if frame.filename.startswith(SRC):
-            rel = frame.filename[len(SRC) + 1 :]
-            return rel if rel in OPEN_OWNERS else None
-    return None
 
 
 def _unhelpful(area: str, what: str, owner: str | None) -> None:
@@ -85,18 +65,12 @@ def _unhelpful(area: str, what: str, owner: str | None) -> None:
 
 def attempt(area: str, call, *, reference=None, nonfinite_ok=False, owner: str | None = None):
     """Run ``call()``; classify and count the outcome (see module docstring). Returns the result or None."""
-    try:
-        out = call()
-    except (ValueError, TypeError) as exc:
-        if _raised_by_a_raise_statement_in_ensemblize(exc):
-            COUNTS[area]["clean error"] += 1
-            return None
-        _unhelpful(area, f"internal {type(exc).__name__}: {exc}", owner or _owner_of(exc))
+    kind, out = call_outcome(call, COUNTS[area])
+    if kind != "result":
+        if kind == "finding":
+            _unhelpful(area, out, owner)
         return None
-    except Exception as exc:  # noqa: BLE001 - every other exception is the finding
-        _unhelpful(area, f"{type(exc).__name__}: {exc}", owner or _owner_of(exc))
-        return None
-    if not nonfinite_ok and not _all_finite(out):
+    if not nonfinite_ok and not all_finite(out):
         _unhelpful(area, f"non-finite result {out!r}", owner)
         return None
     if reference is not None:
@@ -107,18 +81,6 @@ def attempt(area: str, call, *, reference=None, nonfinite_ok=False, owner: str |
             return None
     COUNTS[area]["correct result"] += 1
     return out
-
-
-def _all_finite(out) -> bool:
-    if isinstance(out, torch.Tensor):
-        return out.is_floating_point() is False or bool(torch.isfinite(out).all())
-    if isinstance(out, (float, np.floating)):
-        return math.isfinite(out)
-    if isinstance(out, np.ndarray):
-        return not np.issubdtype(out.dtype, np.floating) or bool(np.isfinite(out).all())
-    if isinstance(out, (tuple, list)):
-        return all(_all_finite(o) for o in out)
-    return True
 
 
 def _assert_same(out, ref, tol=1e-6) -> None:

@@ -10,11 +10,9 @@ Unhelpful outcomes are counted and listed (``FINDINGS``, printed by the last tes
 from __future__ import annotations
 
 import json
-import linecache
 import math
 import os
 import time
-import traceback
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -25,11 +23,10 @@ from hypothesis import strategies as st
 from torch import nn
 from typer.testing import CliRunner
 
-import ensemblize as ez
 from ensemblize.cli import app
 from ensemblize.training import fit, predict
+from property_outcomes import all_finite, call_outcome
 
-SRC = str(Path(ez.__file__).parent)
 COUNTS: dict[str, Counter] = defaultdict(Counter)
 FINDINGS: set[str] = set()
 STRICT = (
@@ -43,28 +40,6 @@ MANY = settings(
 )
 
 
-def _clean(exc: BaseException) -> bool:
-    frame = traceback.extract_tb(exc.__traceback__)[-1]
-    if not frame.filename.startswith(SRC):
-        return False
-    return linecache.getline(frame.filename, frame.lineno).strip().startswith("raise")
-
-
-def _finite(out) -> bool:
-    if isinstance(out, torch.Tensor):
-        return not out.is_floating_point() or bool(torch.isfinite(out).all())
-    if isinstance(out, np.ndarray):
-        return not np.issubdtype(out.dtype, np.floating) or bool(np.isfinite(out).all())
-    if isinstance(out, float):
-        return math.isfinite(out)
-    return True
-
-
-def _where(exc: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(SRC)]
-    return f"{frames[-1].filename[len(SRC) + 1 :]}:{frames[-1].lineno}" if frames else "?"
-
-
 def _unhelpful(area: str, what: str, case: str) -> None:
     COUNTS[area]["unhelpful"] += 1
     FINDINGS.add(f"[{area}] {case}: {what}")
@@ -74,18 +49,12 @@ def _unhelpful(area: str, what: str, case: str) -> None:
 
 def attempt(area: str, call, case: str = ""):
     """Run ``call()``; classify and count the outcome (see module docstring)."""
-    try:
-        out = call()
-    except (ValueError, TypeError) as exc:
-        if _clean(exc):
-            COUNTS[area]["clean error"] += 1
-            return None
-        _unhelpful(area, f"internal {type(exc).__name__} at {_where(exc)}: {str(exc)[:120]}", case)
+    kind, out = call_outcome(call, COUNTS[area])
+    if kind == "finding":
+        _unhelpful(area, out, case)
+    if kind != "result":
         return None
-    except Exception as exc:  # noqa: BLE001 - every other exception is the finding
-        _unhelpful(area, f"{type(exc).__name__} at {_where(exc)}: {str(exc)[:120]}", case)
-        return None
-    if not _finite(out):
+    if not all_finite(out):
         _unhelpful(area, "non-finite result", case)
         return None
     COUNTS[area]["correct result"] += 1
