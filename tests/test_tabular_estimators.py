@@ -378,3 +378,44 @@ def test_load_rejects_a_tampered_tensor_file(tmp_path):
     save_tensors(tmp_path / "m.safetensors", t)
     with pytest.raises(ValueError, match="content hash|fingerprint|different model"):
         LoMETabClassifier.load(stem)
+
+
+def test_temperature_calibration_minimises_validation_nll_of_the_member_mean(tmp_path):
+    """``calibration="temperature"``: T = argmin_T NLL(mean_k softmax(z_k / T)) on the validation split,
+    checked against a brute-force grid; the same training run as ``"none"``; saved and reloaded."""
+    import torch
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    Xtr, Xva, ytr, yva = _split(X, y)
+    kw = {**TINY, "members": 3, "max_epochs": 6, "patience": 6}
+    plain = LoMETabClassifier(**kw, calibration="none").fit(Xtr, ytr, eval_set=(Xva, yva))
+    cal = LoMETabClassifier(**kw).fit(Xtr, ytr, eval_set=(Xva, yva))
+    assert LoMETabClassifier().calibration == "temperature" and plain.temperature_ == 1.0
+    assert [r["train_loss"] for r in cal.history_] == [r["train_loss"] for r in plain.history_]
+    logp = np.log(plain.predict_members(Xva))  # log-probabilities: logits up to a per-row shift
+    yi = np.searchsorted(plain.classes_, yva)
+
+    def nll(t):
+        p = torch.softmax(torch.from_numpy(logp) / t, dim=-1).mean(1).numpy()
+        return -np.log(p[np.arange(len(yi)), yi]).mean()
+
+    grid = np.exp(np.linspace(np.log(0.05), np.log(20), 4001))
+    best = grid[np.argmin([nll(t) for t in grid])]
+    assert cal.temperature_ == pytest.approx(best, rel=2e-3)
+    assert nll(cal.temperature_) <= nll(1.0) + 1e-12
+    # predictions: every member probability is softmax(z_k / T)
+    expected = torch.softmax(torch.from_numpy(np.log(plain.predict_members(X))) / cal.temperature_, dim=-1)
+    np.testing.assert_allclose(cal.predict_members(X), expected.numpy(), rtol=1e-9, atol=1e-12)
+    p = cal.predict_proba(X)
+    assert p.dtype == np.float64 and np.abs(p.sum(axis=1) - 1).max() <= 1e-12
+    again = LoMETabClassifier.load(cal.save(tmp_path / "m"))
+    assert again.temperature_ == cal.temperature_
+    np.testing.assert_array_equal(again.predict_proba(X), p)
+    # a saved temperature that is not a finite positive number is refused, naming it
+    _rewrite(tmp_path / "m", lambda m: m.update(temperature=-1.0))
+    with pytest.raises(ValueError, match="temperature"):
+        LoMETabClassifier.load(tmp_path / "m")
+    with pytest.raises(ValueError, match="'platt'"):
+        LoMETabClassifier(**TINY, calibration="platt").fit(Xtr, ytr)
+    assert "calibration" not in LoMETabRegressor().get_params()

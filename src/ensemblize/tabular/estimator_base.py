@@ -11,6 +11,10 @@ else is shared here:
        numeric columns; ``n_bins`` is capped at ``n_train − 1`` (fitted value ``n_bins_``).
     5. the network trained by :func:`ensemblize.tabular.train.train_model` (mean member loss, AdamW,
        early stopping on the ensemble's validation score, best weights restored).
+    6. classifiers whose family calibrates (LoMETab's ``calibration="temperature"``): one temperature
+       ``T = argmin_T NLL(mean_k softmax(z_k / T))`` on the same validation split
+       (:func:`ensemblize.models.temperature_scaling.fit_temperature`), fitted attribute ``temperature_``
+       (1.0 when not calibrated). Every member probability is then ``softmax(z_k / T)``.
 
 Outputs: classifiers give ``predict_members`` ``(N, K, C)``, ``predict_proba`` ``(N, C)`` float64 rows
 summing to 1 (renormalised in float64), ``predict``; regressors ``predict_members`` ``(N, K)`` and
@@ -25,6 +29,7 @@ from the JSON file is bounded (:data:`LOAD_LIMITS`) before anything is allocated
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -42,6 +47,7 @@ from torch import nn
 from ensemblize._checks import check_bool, check_choice, check_int, check_size
 from ensemblize.checkpoint import load_checkpoint, load_state_strict, save_checkpoint
 from ensemblize.data.table_preprocessing import TabularPreprocessor
+from ensemblize.models.temperature_scaling import fit_temperature
 from ensemblize.tabular.bins import BIN_METHODS, safe_bins
 from ensemblize.tabular.inputs import check_real
 from ensemblize.tabular.table_pipeline import TablePipeline, estimator_init
@@ -49,15 +55,19 @@ from ensemblize.tabular.train import auto_batch_size, predict_members, train_mod
 from ensemblize.tabular.uncertainty import classification_uncertainty, regression_uncertainty
 
 __all__ = [
+    "CALIBRATIONS",
     "LOAD_LIMITS",
     "TRAINING_DEFAULTS",
     "estimator_init",
+    "signature_defaults",
     "TabularEnsembleEstimator",
     "EnsembleClassifierMixin",
     "EnsembleRegressorMixin",
 ]
 
 _FORMAT = 2
+CALIBRATIONS = ("temperature", "none")
+"""A classifier's post-hoc calibration on its validation split: one temperature, or none."""
 _PREDICT_BATCH = 4096
 LOAD_LIMITS = {
     "members": 4096,
@@ -94,6 +104,12 @@ TRAINING_DEFAULTS: dict[str, Any] = {
 """Defaults of the hyper-parameters every tabular ensemble estimator shares (TabM's training recipe)."""
 
 
+def signature_defaults(cls: type) -> dict[str, Any]:
+    """The keyword-only hyper-parameters of ``cls.__init__`` and their defaults, in order (to extend them)."""
+    params = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
 def _bounded(value: Any, key: str, *, minimum: int = 0) -> int:
     return check_size(value, name=f"saved {key}", maximum=LOAD_LIMITS[key], minimum=minimum)
 
@@ -125,6 +141,11 @@ class TabularEnsembleEstimator(TablePipeline):
         ``"accuracy"`` (TabM's rule) unless the family has a ``monitor`` hyper-parameter.
         """
         return "accuracy"
+
+    def _calibration(self) -> str:
+        """The classifier's post-hoc calibration (:data:`CALIBRATIONS`): ``"none"`` unless the family
+        has a ``calibration`` hyper-parameter (official TabM has none)."""
+        return "none"
 
     def _model_config(self) -> dict[str, Any]:
         """The network's constructor arguments (JSON), from the fitted preprocessor and the parameters."""
@@ -202,7 +223,7 @@ class TabularEnsembleEstimator(TablePipeline):
         Fitted attributes: ``n_features_in_``, ``feature_names_in_`` (string-named DataFrames),
         ``classes_`` (classifier), ``preprocessor_``, ``bins_``, ``n_bins_``, ``model_``,
         ``history_`` (per-epoch dicts), ``best_epoch_``, ``best_score_``, ``train_seconds_``,
-        ``seed_``, ``batch_size_``.
+        ``seed_``, ``batch_size_``; classifiers also ``temperature_`` (step 6 of the module docstring).
         """
         self._validate_params()
         frame, yarr = self._check_fit_input(X, y)
@@ -238,7 +259,19 @@ class TabularEnsembleEstimator(TablePipeline):
         self.best_epoch_ = res.best_epoch
         self.best_score_ = res.best_score
         self.train_seconds_ = res.train_seconds
+        if not self._regression:
+            self.temperature_ = 1.0
+            if self._calibration() == "temperature":
+                self.temperature_ = self._fit_temperature(x_va.to(device), t_va)
         return self
+
+    def _fit_temperature(self, x_va: torch.Tensor, t_va: torch.Tensor) -> float:
+        """``T = argmin_T NLL(mean_k softmax(z_k / T), y)`` on the validation split (the trained members)."""
+        z = predict_members(self.model_, x_va, batch_size=_PREDICT_BATCH)
+        t = fit_temperature(z, t_va.long())
+        if not (np.isfinite(t) and t > 0):
+            raise RuntimeError(f"temperature fit on the validation split gave {t!r}; use calibration='none'")
+        return float(t)
 
     def _fit_bins(self, x_tr: torch.Tensor, t_tr: torch.Tensor) -> None:
         n_num = self.preprocessor_.n_numeric_
@@ -304,6 +337,7 @@ class TabularEnsembleEstimator(TablePipeline):
             "history": self.history_,
         }
         if not self._regression:
+            meta["temperature"] = self.temperature_
             meta["classes"] = self.classes_.tolist()
             meta["classes_dtype"] = self.classes_.dtype.str if self.classes_.dtype != object else "object"
         return save_checkpoint(Path(path), tensors, meta)
@@ -339,12 +373,21 @@ class TabularEnsembleEstimator(TablePipeline):
             raise ValueError(f"{path}: bin edges do not match n_bins = {est.n_bins_}")
         for attr in ("seed", "batch_size", "best_epoch", "best_score", "train_seconds", "history"):
             setattr(est, f"{attr}_", meta[attr])
+        if not cls._regression:
+            # files written before calibration existed hold no temperature: they predicted with T = 1
+            est.temperature_ = cls._saved_temperature(meta.get("temperature", 1.0), path)
         cls._check_saved_config(meta["model"])
         model = cls._network(meta["model"], est.bins_)
         state = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
         load_state_strict(model, state, what=str(path))
         est.model_ = model.to(torch.device(est.device)).eval()
         return est
+
+    @staticmethod
+    def _saved_temperature(value: Any, path: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (np.isfinite(value) and value > 0):
+            raise ValueError(f"{path}: saved temperature must be a finite number > 0, got {value!r}")
+        return float(value)
 
     @staticmethod
     def _load_device(saved: str, requested: str | torch.device | None) -> str:
@@ -366,8 +409,9 @@ class EnsembleClassifierMixin(ClassifierMixin):
     _regression = False
 
     def predict_members(self, X: Any) -> np.ndarray:
-        """Member probabilities ``softmax(z_k)`` in float64, shape ``(N, K, C)``."""
-        return torch.softmax(self._raw_members(X).double(), dim=-1).numpy()
+        """Member probabilities ``softmax(z_k / T)`` in float64, shape ``(N, K, C)``; ``T`` is the fitted
+        ``temperature_`` (1.0 without calibration)."""
+        return torch.softmax(self._raw_members(X).double() / self.temperature_, dim=-1).numpy()
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Ensemble probabilities ``p̄ = mean_k softmax(z_k)``, float64 ``(N, C)``, rows summing to 1.

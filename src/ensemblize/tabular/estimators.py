@@ -33,11 +33,13 @@ import torch
 from ensemblize._checks import check_choice, check_int
 from ensemblize.tabular.bins import safe_bins
 from ensemblize.tabular.estimator_base import (
+    CALIBRATIONS,
     TRAINING_DEFAULTS,
     EnsembleClassifierMixin,
     EnsembleRegressorMixin,
     TabularEnsembleEstimator,
     estimator_init,
+    signature_defaults,
 )
 from ensemblize.tabular.inputs import check_real
 from ensemblize.tabular.model import EMBEDDINGS, LAYERS, LoMETabModel
@@ -74,6 +76,8 @@ class _LoMETabBase(TabularEnsembleEstimator):
         check_real(self.dropout, "dropout", low=0.0, low_open=False, high=1.0)
         check_int(self.d_embedding, name="d_embedding", minimum=1)
         check_choice(self.monitor, MONITORS, name="monitor")
+        if not self._regression:
+            check_choice(self.calibration, CALIBRATIONS, name="calibration")
 
     def _monitor(self) -> str:
         return self.monitor
@@ -99,6 +103,12 @@ _PARAMS_DOC = """
         monitor ("accuracy" | "log_loss"): a classifier's early-stopping score on validation — the
             ensemble's accuracy (NLL breaking ties, TabM's rule) or its NLL; regression always
             monitors the RMSE.
+        calibration ("temperature" | "none"): a classifier's post-hoc calibration. ``"temperature"``
+            fits one temperature ``T`` on the validation split after training (``eval_set``, else the
+            held-out ``val_fraction``): ``T = argmin_T NLL(mean_k softmax(z_k / T))``; every member
+            probability becomes ``softmax(z_k / T)`` (fitted ``temperature_``). It changes log-loss and
+            calibration, and labels only where averaging the rescaled members moves an argmax.
+            Classifier only.
         embedding ("piecewise"), n_bins (48), bin_method ("quantile" | "tree"), d_embedding (16):
             numeric feature embeddings.
         lr (2e-3), weight_decay (3e-4), batch_size ("auto": 256/512/1024 by training size),
@@ -120,6 +130,11 @@ class LoMETabClassifier(EnsembleClassifierMixin, _LoMETabBase):
     ``predict_uncertainty(X)`` -> total / expected entropy and mutual information per row.
     """
     )
+
+    __init__ = estimator_init({**signature_defaults(_LoMETabBase), "calibration": "temperature"})
+
+    def _calibration(self) -> str:
+        return self.calibration
 
 
 class LoMETabRegressor(EnsembleRegressorMixin, _LoMETabBase):
