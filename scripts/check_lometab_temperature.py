@@ -106,7 +106,9 @@ def main() -> None:
     # ranks with the field on validation
     records = [r for r in field if r["name"] in select.FIELD]
     for name, key in (("uncalibrated", "val_plain"), ("temperature (cross-fitted)", "val_crossfit")):
-        recs = records + [{"name": name, "table": t, "task": "classification", "val": done[t][key]} for t in tables]
+        recs = records + [
+            {"name": name, "table": t, "task": "classification", "val": done[t][key]} for t in tables
+        ]
         ranks = _class_ranks(recs, [name], tables)
         print(f"{name:<28} " + "  ".join(f"{n}: acc {v['accuracy']:.2f} log-loss {v['log_loss']:.2f}"
                                           for n, v in ranks.items()))  # fmt: skip

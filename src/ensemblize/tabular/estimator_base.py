@@ -385,7 +385,11 @@ class TabularEnsembleEstimator(TablePipeline):
 
     @staticmethod
     def _saved_temperature(value: Any, path: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (np.isfinite(value) and value > 0):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not (np.isfinite(value) and value > 0)
+        ):
             raise ValueError(f"{path}: saved temperature must be a finite number > 0, got {value!r}")
         return float(value)
 
