@@ -220,3 +220,24 @@ def test_bad_inputs_name_the_problem(tmp_path):
     with pytest.raises(ValueError, match="targets.*1.5"):
         exp.selective(out=tmp_path / "e", targets=[1.5], seeds=[0], execution=quiet)
     assert not any((tmp_path / n).exists() for n in "acde")  # refused before any work: no folder
+
+
+def test_train_size_is_a_stratified_subset_and_excludes_max_train(tmp_path):
+    import numpy as np
+
+    from ensemblize.experiments import selective as sel
+
+    full = sel._load("digits", None, 0)
+    sub = sel._load("digits", None, 0, 50)
+    counts = np.bincount(sub.y_train.numpy(), minlength=10)
+    assert len(sub.y_train) == 50 and counts.max() - counts.min() <= 1  # stratified
+    assert torch.equal(sub.x_test, full.x_test) and torch.equal(sub.y_val, full.y_val)  # val/test unchanged
+    out = sel.selective_job(kind="SR", target=None, gamma=None, seed=0, dataset="digits", data_root=None,
+                            max_train=None, train_size=50, model="resnet_small", epochs=1, lr=0.05,
+                            batch_size=32, mu=1.0, members=2, rewards=[2.2])  # fmt: skip
+    assert {r.to_dict()["training_samples"] for r in out["records"]} == {50}
+    with pytest.raises(ValueError, match="--train-size"):
+        exp.selective(
+            out=tmp_path / "x", train_size=50, max_train=60, seeds=[0], execution=Execution(quiet=True)
+        )
+    assert not (tmp_path / "x").exists()

@@ -230,7 +230,12 @@ COMMANDS: dict[str, tuple[str, dict[str, Opt]]] = {
             "rewards": Opt("Deep Gamblers rewards o in (1, K], chosen on validation.", items=float),
             "mu": Opt("SYNC weight μ (fixed default, not tuned)."),
             "members": Opt("σN ensemble size for σN-SYNC."),
-            "max_train": Opt("Use at most this many training samples.", cli_type=Optional[int], min=2),  # noqa: UP045
+            "max_train": Opt(
+                "Use at most this many training samples (random subset).",
+                cli_type=Optional[int],  # noqa: UP045
+                min=2,
+            ),
+            "train_size": _DATA["train_size"],
             "quick": Opt("Smoke-test preset: 1 epoch, 256 training samples."),
             "out": Opt("Run folder for results.json, results.md and the figure.", cli_type=Path),
         },

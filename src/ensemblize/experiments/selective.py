@@ -163,10 +163,10 @@ def _params(model: nn.Module) -> int:
     return int(sum(p.numel() for p in model.parameters()))
 
 
-def _load(dataset: str, data_root: str | None, seed: int) -> Any:
+def _load(dataset: str, data_root: str | None, seed: int, train_size: int | None = None) -> Any:
     from ..data.datasets import load_dataset
 
-    return load_dataset(dataset, seed=seed, root=data_root).splits
+    return load_dataset(dataset, seed=seed, root=data_root, train_size=train_size).splits
 
 
 def _subsample(x: Any, y: Any, n: int | None, seed: int) -> tuple[Any, Any]:
@@ -266,6 +266,7 @@ def selective_job(
     mu: float,
     members: int,
     rewards: Sequence[float],
+    train_size: int | None = None,
 ) -> dict[str, Any]:
     """One job: train one model of ``kind`` (see :data:`KINDS`; ``target`` coverage and SMP ``gamma``
     where they apply) for ``seed`` and evaluate both scorings. Returns the records (one per scoring)
@@ -273,7 +274,7 @@ def selective_job(
     from ..evaluation.selective import score_model
     from ..training import fit
 
-    splits = _load(dataset, data_root, seed)
+    splits = _load(dataset, data_root, seed, train_size)
     x_tr, y_tr = _subsample(splits.x_train, splits.y_train, max_train, seed)
     hp = {"epochs": epochs, "lr": lr, "batch_size": batch_size, "optimizer": "sgd", "schedule": "cosine"}
     name = _method_name(kind, gamma)
@@ -334,6 +335,7 @@ def _jobs(settings: dict[str, Any]) -> list[Job]:
             "dataset",
             "data_root",
             "max_train",
+            "train_size",
             "model",
             "epochs",
             "lr",
@@ -385,6 +387,13 @@ def _check(args: dict[str, Any]) -> dict[str, Any]:
     O.ints([epochs], option="--epochs", minimum=1)
     if max_train is not None:
         O.ints([max_train], option="--max-train", minimum=2)
+    train_size = args["train_size"]
+    if train_size is not None:
+        O.ints([train_size], option="--train-size", minimum=1)
+        if args["max_train"] is not None:
+            raise OptionError(
+                "--train-size", "give --train-size (stratified) or --max-train (random), not both"
+            )
     O.ints([args["members"]], option="--members", minimum=1)
     O.floats([args["mu"]], option="--mu", low_open=False)
     O.floats([args["sigma_gamma"]], option="--sigma-gamma")
@@ -394,7 +403,8 @@ def _check(args: dict[str, Any]) -> dict[str, Any]:
         "data_root": None if args["data_root"] is None else str(args["data_root"]),
         "model": _model(dataset, args["model"]),
         "epochs": epochs,
-        "max_train": max_train,
+        "max_train": None if train_size is not None else max_train,
+        "train_size": train_size,
         "targets": O.floats(args["targets"], option="--targets", high=1.0),
         "gammas": O.floats(args["gammas"], option="--gammas"),
         "rewards": O.floats(args["rewards"], option="--rewards", low=1.0, high=float(DATASETS[dataset])),
@@ -423,12 +433,15 @@ def selective(
     lr: float = 0.05,
     batch_size: int = 128,
     max_train: int | None = None,
+    train_size: int | None = None,
     quick: bool = False,
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
     """SYNC vs SelectiveNet vs Deep Gamblers vs softmax response (risk–coverage, AURC, validation
     thresholds); see the module docstring. Writes ``results.json``, ``results.md`` and
-    ``risk_coverage.png`` into ``out``; returns the records. ``quick``: 1 epoch, 256 training samples."""
+    ``risk_coverage.png`` into ``out``; returns the records. ``quick``: 1 epoch, 256 training samples.
+    ``train_size``: a seeded, *stratified* subset of the training split (as in the image experiments);
+    ``max_train``: a seeded *random* subset (kept for the runs in docs/results); not both."""
     settings = _check(dict(locals()))
     ex = execution or Execution()
     with experiment_folder(out, experiment="selective", settings=settings, execution=ex) as folder:
