@@ -46,10 +46,10 @@ def _halves(y: np.ndarray, seed: int = 0) -> np.ndarray:
     return half
 
 
-def _scores(y: np.ndarray, proba: np.ndarray) -> dict[str, float]:
+def _scores(task: str, y: np.ndarray, proba: np.ndarray) -> dict[str, float]:
     from ensemblize.evaluation.tabular import evaluate_predictions
 
-    out = evaluate_predictions("classification", y, proba)
+    out = evaluate_predictions(task, y, proba)
     return {"accuracy": out["accuracy"], "log_loss": out["log_loss"]}
 
 
@@ -57,7 +57,8 @@ def check_table(table: str, cache: dict) -> dict:
     from ensemblize.models.temperature_scaling import fit_temperature
 
     splits = select._splits(table, cache)
-    est = select._estimator("lometab", "classification", {**DEFAULT, "calibration": "none"})
+    task = splits.train.task
+    est = select._estimator("lometab", task, {**DEFAULT, "calibration": "none"})
     cpu = time.process_time()
     est.fit(splits.train.X, splits.train.y, eval_set=(splits.val.X, splits.val.y))
     cpu = time.process_time() - cpu
@@ -78,7 +79,7 @@ def check_table(table: str, cache: dict) -> dict:
     plain /= plain.sum(1, keepdims=True)
     t_full = fit_temperature(logp, torch.from_numpy(y))
     return {"table": table, "cpu_seconds": cpu, "temperatures_halves": temps, "temperature_full": t_full,
-            "val_plain": _scores(y, plain), "val_crossfit": _scores(y, crossfit)}  # fmt: skip
+            "val_plain": _scores(task, y, plain), "val_crossfit": _scores(task, y, crossfit)}  # fmt: skip
 
 
 def main() -> None:

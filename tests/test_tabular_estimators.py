@@ -390,8 +390,8 @@ def test_temperature_calibration_minimises_validation_nll_of_the_member_mean(tmp
     Xtr, Xva, ytr, yva = _split(X, y)
     kw = {**TINY, "members": 3, "max_epochs": 6, "patience": 6}
     plain = LoMETabClassifier(**kw, calibration="none").fit(Xtr, ytr, eval_set=(Xva, yva))
-    cal = LoMETabClassifier(**kw).fit(Xtr, ytr, eval_set=(Xva, yva))
-    assert LoMETabClassifier().calibration == "temperature" and plain.temperature_ == 1.0
+    cal = LoMETabClassifier(**kw, calibration="temperature").fit(Xtr, ytr, eval_set=(Xva, yva))
+    assert LoMETabClassifier().calibration == "none" and plain.temperature_ == 1.0
     assert [r["train_loss"] for r in cal.history_] == [r["train_loss"] for r in plain.history_]
     logp = np.log(plain.predict_members(Xva))  # log-probabilities: logits up to a per-row shift
     yi = np.searchsorted(plain.classes_, yva)

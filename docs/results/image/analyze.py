@@ -389,8 +389,14 @@ def main() -> None:
     report_compare(cmp_folder, data)
     cmp = records_of(cmp_folder)
     t, lam = a.tau, a.lam
+
+    def found(names) -> list[Path]:
+        return [root / n for n in names if (root / n).is_dir()]
+
+    # the λ sweep at τ = 1 borrows its λ = 0.35 point from the τ sweep (same configuration and seed)
+    tau1 = [r for f in found(["tau-sweep"]) for r in records_of(f)]
     sweeps = {
-        ("tau-sweep",): (
+        ("tau-sweep", "tau-sweep-extra", "tau-sweep-0p5"): (
             "tau",
             borrowed(cmp, "sigma_ens", f"sigma_tau={t:g}".replace(".", "p"), reduced=True, tau=t, lam=lam),
         ),
@@ -398,20 +404,26 @@ def main() -> None:
             "lam",
             borrowed(cmp, "sigma_ens", f"sigma_lam={lam:g}".replace(".", "p"), reduced=True, tau=t, lam=lam),
         ),
+        ("lambda-tau1",): (
+            "lam",
+            [
+                {**r, "method": f"sigma_lam={lam:g}".replace(".", "p")}
+                for r in tau1
+                if r["method"] == "sigma_tau=1" and math.isclose(float(r["spec"]["lam"]), lam)
+            ],
+        ),
         ("lambda-tau5",): ("lam", []),
     }
-
-    def found(names) -> list[Path]:
-        return [root / n for n in names if (root / n).is_dir()]
 
     for names, (param, extra) in sweeps.items():
         if found(names):
             report_sweep(found(names), data, param, extra)
     members = borrowed(cmp, "sigma_ens", "sigma_M=4", reduced=True, members=4, tau=t, lam=lam)
     members += borrowed(cmp, "packed", "packed_M=4", reduced=True, members=4, alpha=2.0)
-    if found(["members", "members2", "members8"]):
+    member_runs = found(["members", "members2", "members8", "members16"])
+    if member_runs:
         metrics = [*HEADLINE, "member_accuracy", "owners_per_feature"]
-        report_plain(found(["members", "members2", "members8"]), data, "members", metrics, members)
+        report_plain(member_runs, data, "members", metrics, members)
     scratch = borrowed(cmp, "sigma_ens", "sigma_scratch", tau=t, lam=lam)
     scratch += borrowed(cmp, "deep_ensemble", "deep_ensemble")
     for name in ("finetune-lite", "finetune-lite2", "finetune"):
