@@ -52,6 +52,13 @@ STAGES: list[tuple[str, list[Any]]] = [
 ]
 """(knob, values tried around the best setting so far), in order. ``init_scale`` only upwards: the
 current default's members are already 2.5–12x less diverse than TabM's (docs/results/tabular_bench.md)."""
+REFINE: list[tuple[str, list[Any]]] = [
+    ("monitor", ["log_loss"]),
+    ("dropout", [0.2, 0.0]),
+    ("weight_decay", [3e-3]),
+]
+"""``--refine``: single-knob variations of the chosen default (session 4: the knobs the first search
+did not reach, and the NLL monitor, tried before only at init_scale 2)."""
 CLASSIFICATION_ONLY = {"monitor"}
 FIELD = ("tabm", "xgboost", "catboost")
 SCORES = (("accuracy", False), ("log_loss", True), ("rmse", True))
@@ -61,8 +68,9 @@ SCORES = (("accuracy", False), ("log_loss", True), ("rmse", True))
 def setting_name(setting: dict[str, Any]) -> str:
     """A stable name of a LoMETab setting, e.g. ``r2_s1_acc_lr0.002_wd0.0003``."""
     mon = {"accuracy": "acc", "log_loss": "nll"}[setting["monitor"]]
+    extra = "".join(f"_{k}{v:g}" for k, v in sorted(setting.items()) if k not in BASE)
     return (f"r{setting['rank']}_s{setting['init_scale']:g}_{mon}_lr{setting['lr']:g}"
-            f"_wd{setting['weight_decay']:g}")  # fmt: skip
+            f"_wd{setting['weight_decay']:g}{extra}")  # fmt: skip
 
 
 def _splits(table: str, cache: dict):
@@ -244,6 +252,23 @@ def search(out_dir: Path, *, cpu_budget: float, stop_at: float | None = None) ->
     return chosen
 
 
+def refine(out_dir: Path) -> dict[str, Any]:
+    """Try each :data:`REFINE` variation of the current choice (``chosen.json``), then choose again
+    among every complete setting by :func:`choose`'s field rank."""
+    torch.set_num_threads(1)
+    path = out_dir / "fits.jsonl"
+    records, cache = _load(path), {}
+    chosen = json.loads((out_dir / "chosen.json").read_text())
+    for knob, values in REFINE:
+        for v in values:
+            cand = {**chosen, knob: v}
+            reuse = setting_name(chosen) if knob in CLASSIFICATION_ONLY else None
+            _ensure("lometab", cand, TABLES, records, path, cache, reuse_from=reuse)
+    new = choose(records)
+    (out_dir / "chosen.json").write_text(json.dumps(new, indent=1))
+    return new
+
+
 def field_ranks(records: list[dict]) -> dict[str, dict[str, float]]:
     """Each complete LoMETab setting ranked with the field only (TabM, XGBoost, CatBoost), alone.
 
@@ -293,8 +318,13 @@ def main() -> None:
     ap.add_argument("--cpu-budget", type=float, default=2400.0, help="stop starting stages past this")
     ap.add_argument("--stop-at", default=None, help="UTC HH:MM: start no candidate after it (today)")
     ap.add_argument("--report", action="store_true", help="print the table of the fits so far and exit")
+    ap.add_argument(
+        "--refine", action="store_true", help="try REFINE's variations of chosen.json, choose again"
+    )
     args = ap.parse_args()
-    if not args.report:
+    if args.refine:
+        print("chosen:", json.dumps(refine(args.out)))
+    elif not args.report:
         stop_at = None
         if args.stop_at:
             hh, mm = map(int, args.stop_at.split(":"))
