@@ -22,8 +22,10 @@ stopping on accuracy or NLL), ``rank=2, init_scale=4.0`` with TabM's lr 2e-3, we
 accuracy monitor ranked best (2.09; the former ``init_scale=1.0``: 2.54, the worst). No test score was
 used. The old σ_init = 1 left the members 2.5–12x less diverse than TabM's. A second round
 (``--refine``: single-knob variations of that choice) tried dropout 0 / 0.2, weight decay 3e-3 and the
-NLL monitor: ``dropout=0.0`` ranked best (1.94 vs 2.09 with TabM's dropout 0.1; better on validation
-RMSE, worse on log-loss) and is the default. Tune per dataset (:func:`ensemblize.tabular.tune`).
+NLL monitor: on seed 0 ``dropout=0.0`` ranked best (1.94 vs 2.09), but over model seeds 0–2 (the
+validation scores recorded by the 3-seed benchmark runs of both settings) dropout 0.1 ranks better
+(1.98 vs 2.04): the seed-0 difference was noise, and dropout stays 0.1. Tune per dataset
+(:func:`ensemblize.tabular.tune`).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ class _LoMETabBase(TabularEnsembleEstimator):
             "layer": "lome",
             "n_blocks": 3,
             "d_block": 256,
-            "dropout": 0.0,
+            "dropout": 0.1,
             "monitor": "accuracy",
             **TRAINING_DEFAULTS,
         }
@@ -101,8 +103,8 @@ _PARAMS_DOC = """
         layer ("lome"): ``"lome"``, ``"additive"``, ``"batchensemble"`` (TabM-like, the project's own
             layer; the official TabM is :class:`ensemblize.tabular.TabMClassifier`), ``"plain"``
             (shared MLP; with ``members=1`` the MLP baseline) or ``"independent"`` (deep ensemble).
-        n_blocks (3), d_block (256), dropout (0.0): the MLP (dropout 0 chosen by the same validation
-            rank as ``rank`` / ``init_scale``; TabM's 0.1 ranked lower, see the module docstring).
+        n_blocks (3), d_block (256), dropout (0.1): the MLP (TabM's dropout; dropout 0 was tried and
+            ranked lower on validation over 3 seeds, see the module docstring).
         monitor ("accuracy" | "log_loss"): a classifier's early-stopping score on validation — the
             ensemble's accuracy (NLL breaking ties, TabM's rule) or its NLL; regression always
             monitors the RMSE.
