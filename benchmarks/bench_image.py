@@ -14,8 +14,8 @@ so ``step / floor`` measures its overhead; the deep ensemble does the same arith
 floor but in M smaller passes with M weight sets.
 
 Timing protocol: every method of a case is built once, warmed up (``--warmup`` steps each), then
-timed in ``--rounds`` interleaved rounds (one step of each method per round; the order rotates
-every round). Ratios are the median over rounds of the *paired* per-round ratio (method time /
+timed in ``--rounds`` interleaved rounds (one sample of ``--steps-per-sample`` steps of each method
+per round; the order rotates every round). Ratios are the median over rounds of the *paired* per-round ratio (method time /
 floor time in the same round), which cancels slow drifts of the shared machine's load; the bare
 median step time is printed only as a secondary column. Each step is timed by the wall clock and
 by the thread's CPU time (user + system, page faults included): with one intra-op thread the CPU
@@ -244,8 +244,10 @@ class Timing:
     cpu_interval: dict[str, tuple[float, float]]
 
 
-def time_case(setups: dict[str, Setup], *, rounds: int, warmup: int) -> Timing:
-    """Interleaved timing: ``rounds`` rounds of one step per method, the order rotating every round.
+def time_case(setups: dict[str, Setup], *, rounds: int, warmup: int, steps_per_sample: int = 1) -> Timing:
+    """Interleaved timing: ``rounds`` rounds of one sample per method, the order rotating every round;
+    a sample is ``steps_per_sample`` consecutive steps of that method, timed together and divided by
+    their number (more steps per sample: less per-sample noise, same pairing).
 
     Each step is timed twice: wall clock (``time.perf_counter``) and the thread's CPU time
     (``time.thread_time``: user + system time of this thread, page faults included). With one
@@ -262,9 +264,10 @@ def time_case(setups: dict[str, Setup], *, rounds: int, warmup: int) -> Timing:
         order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             c0, t0 = time.thread_time(), time.perf_counter()
-            loss = train_step(setups[name])
-            wall[name].append(time.perf_counter() - t0)
-            cpu[name].append(time.thread_time() - c0)
+            for _ in range(steps_per_sample):
+                loss = train_step(setups[name])
+            wall[name].append((time.perf_counter() - t0) / steps_per_sample)
+            cpu[name].append((time.thread_time() - c0) / steps_per_sample)
             if not torch.isfinite(torch.tensor(loss)):
                 raise RuntimeError(f"{name}: non-finite loss {loss} during timing")
     ratio, spread = _paired_ratios(wall)
@@ -476,16 +479,17 @@ def layer_table(case: Case, *, members: int, batch: int, rounds: int) -> tuple[s
 
 def run_case(case: Case, args: argparse.Namespace) -> tuple[list[str], dict[str, float]]:
     m, b = args.members, args.batch
-    setups = {method: build_setup(case, method, members=m, batch=b) for method in case.methods}
+    methods = [x for x in case.methods if args.methods is None or x in args.methods]
+    setups = {method: build_setup(case, method, members=m, batch=b) for method in methods}
     act = {name: activation_bytes(s) for name, s in setups.items()}
-    timing = time_case(setups, rounds=args.rounds, warmup=args.warmup)
+    timing = time_case(setups, rounds=args.rounds, warmup=args.warmup, steps_per_sample=args.steps_per_sample)
     med = timing.med
     peaks: dict[str, float] = {}
     if args.peak:
-        for name in case.methods:
+        for name in methods:
             peaks[name] = peak_rss(case, name, m, b, args.threads)
     rows = []
-    for name in case.methods:
+    for name in methods:
         s = setups[name]
         vs_deep = f"{med[name] / med['deep']:.2f}" if "deep" in med else "—"
         peak = f"{peaks[name] / 2**20:.0f}" if name in peaks else "—"
@@ -502,12 +506,12 @@ def run_case(case: Case, args: argparse.Namespace) -> tuple[list[str], dict[str,
     summary = {
         f"{name}_{key}": value
         for name in ("sigma", "sigma_default")
+        if name in setups
         for key, value in (
             ("vs_floor", timing.ratio[name]),
             ("vs_floor_cpu", timing.cpu_ratio[name]),
             ("interval", timing.interval[name]),
             ("interval_cpu", timing.cpu_interval[name]),
-            ("vs_deep", med[name] / med["deep"]),
         )
     }
     return rows, summary
@@ -523,6 +527,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=None, help="B (default 64; 16 with --quick)")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 7; 3 quick)")
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument(
+        "--steps-per-sample", type=int, default=1, help="consecutive steps per timed sample (default 1)"
+    )
+    parser.add_argument(
+        "--methods", nargs="*", default=None, help=f"subset of {list(METHOD_LABELS)} (floor is always kept)"
+    )
     parser.add_argument("--cases", nargs="*", default=None, help=f"subset of {[c.key for c in CASES]}")
     parser.add_argument("--no-peak", dest="peak", action="store_false", default=None)
     parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None)
@@ -536,6 +546,11 @@ def main() -> None:
         peak_rss_child(*args._peak_child, args.members, args.batch, args.threads)
         return
     args.rounds = args.rounds or (3 if args.quick else 7)
+    if args.methods is not None:
+        unknown = set(args.methods) - set(METHOD_LABELS)
+        if unknown:
+            raise SystemExit(f"unknown method(s) {sorted(unknown)}; choose from {list(METHOD_LABELS)}")
+        args.methods = ["floor", *[m for m in args.methods if m != "floor"]]
     args.peak = (not args.quick) if args.peak is None else args.peak
     args.profile = (not args.quick) if args.profile is None else args.profile
     cases = [c for c in CASES if args.cases is None or c.key in args.cases]
@@ -574,7 +589,8 @@ def main() -> None:
         "",
         f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
         f"{torch.get_num_threads()} thread(s), float32, CPU; seed 0; M = {args.members}, B = {args.batch}; "
-        f"{args.warmup} warm-up steps, {args.rounds} interleaved rounds. Command: {cmd}.",
+        f"{args.warmup} warm-up steps, {args.rounds} interleaved rounds of {args.steps_per_sample} step(s) per "
+        f"method. Command: {cmd}.",
         f"Load average (1/5/15 min) at start {load_start[0]:.2f}/{load_start[1]:.2f}/{load_start[2]:.2f}, "
         f"at end {load_end[0]:.2f}/{load_end[1]:.2f}/{load_end[2]:.2f} on {os.cpu_count()} CPU(s); "
         f"benchmark wall time {elapsed:.0f} s.",
@@ -605,6 +621,8 @@ def main() -> None:
     ]
 
     def cell(sm: dict, name: str, cpu: bool) -> str:
+        if f"{name}_vs_floor" not in sm:
+            return "—"
         r = sm[f"{name}_vs_floor{'_cpu' if cpu else ''}"]
         lo, hi = sm[f"{name}_interval{'_cpu' if cpu else ''}"]
         word = "clearly meets" if hi <= TARGET else "meets" if r <= TARGET else "MISSES"
