@@ -49,8 +49,12 @@ CHECK = dict(
 )  # fmt: skip  # small enough for the full suite, trained enough for check_*_train
 
 
-@pytest.mark.parametrize("cls", [LoMETabClassifier, LoMETabRegressor], ids=["clf", "reg"])
-def test_sklearn_check_estimator_passes_in_full(cls):
+@pytest.mark.parametrize(
+    ("cls", "extra"),
+    [(LoMETabClassifier, {}), (LoMETabRegressor, {}), (LoMETabClassifier, {"calibration": "temperature"})],
+    ids=["clf", "reg", "clf-temperature"],
+)
+def test_sklearn_check_estimator_passes_in_full(cls, extra):
     """scikit-learn's whole check_estimator; only its array-API check is skipped (an env variable).
 
     With the default ``impute=True`` the estimator declares ``allow_nan``; with ``impute=False`` the
@@ -58,8 +62,8 @@ def test_sklearn_check_estimator_passes_in_full(cls):
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        results = E.check_estimator(cls(**CHECK), on_fail=None, on_skip=None)
-        E.check_estimators_nan_inf(cls.__name__, cls(**CHECK, impute=False))
+        results = E.check_estimator(cls(**CHECK, **extra), on_fail=None, on_skip=None)
+        E.check_estimators_nan_inf(cls.__name__, cls(**CHECK, **extra, impute=False))
     bad = [(r["check_name"], repr(r["exception"])) for r in results if r["status"] == "failed"]
     assert not bad
     skipped = {r["check_name"] for r in results if r["status"] == "skipped"}
