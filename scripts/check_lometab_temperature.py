@@ -110,29 +110,11 @@ def main() -> None:
         recs = records + [
             {"name": name, "table": t, "task": "classification", "val": done[t][key]} for t in tables
         ]
-        ranks = _class_ranks(recs, [name], tables)
+        ranks = select.mean_ranks(recs, [name])  # the selection's ranking; no RMSE here (classification)
         print(f"{name:<28} " + "  ".join(f"{n}: acc {v['accuracy']:.2f} log-loss {v['log_loss']:.2f}"
                                           for n, v in ranks.items()))  # fmt: skip
     better = sum(done[t]["val_crossfit"]["log_loss"] < done[t]["val_plain"]["log_loss"] for t in tables)
     print(f"cross-fitted temperature lowers validation log-loss on {better} of {len(tables)} tables")
-
-
-def _class_ranks(records: list[dict], names: list[str], tables: list[str]) -> dict[str, dict[str, float]]:
-    from scipy.stats import rankdata
-
-    scores: dict[str, dict[str, dict]] = {}
-    for r in records:
-        scores.setdefault(r["name"], {})[r["table"]] = r["val"]
-    pool = [*names, *[f for f in select.FIELD if f in scores]]
-    out = {n: {} for n in pool}
-    for score, lower in (("accuracy", False), ("log_loss", True)):
-        ranks = np.zeros((len(pool), len(tables)))
-        for j, t in enumerate(tables):
-            v = np.array([scores[n][t][score] for n in pool])
-            ranks[:, j] = rankdata(v if lower else -v, method="average")
-        for i, n in enumerate(pool):
-            out[n][score] = float(ranks[i].mean())
-    return out
 
 
 if __name__ == "__main__":

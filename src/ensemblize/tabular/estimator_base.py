@@ -44,7 +44,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
-from ensemblize._checks import check_bool, check_choice, check_int, check_size
+from ensemblize._checks import check_bool, check_choice, check_int, check_positive, check_size
 from ensemblize.checkpoint import load_checkpoint, load_state_strict, save_checkpoint
 from ensemblize.data.table_preprocessing import TabularPreprocessor
 from ensemblize.models.temperature_scaling import fit_temperature
@@ -375,23 +375,13 @@ class TabularEnsembleEstimator(TablePipeline):
             setattr(est, f"{attr}_", meta[attr])
         if not cls._regression:
             # files written before calibration existed hold no temperature: they predicted with T = 1
-            est.temperature_ = cls._saved_temperature(meta.get("temperature", 1.0), path)
+            est.temperature_ = check_positive(meta.get("temperature", 1.0), name=f"{path}: saved temperature")
         cls._check_saved_config(meta["model"])
         model = cls._network(meta["model"], est.bins_)
         state = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
         load_state_strict(model, state, what=str(path))
         est.model_ = model.to(torch.device(est.device)).eval()
         return est
-
-    @staticmethod
-    def _saved_temperature(value: Any, path: Any) -> float:
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not (np.isfinite(value) and value > 0)
-        ):
-            raise ValueError(f"{path}: saved temperature must be a finite number > 0, got {value!r}")
-        return float(value)
 
     @staticmethod
     def _load_device(saved: str, requested: str | torch.device | None) -> str:
