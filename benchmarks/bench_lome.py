@@ -220,50 +220,60 @@ def fit_official_tabm(x, y, *, members: int, n_blocks: int, d_block: int, epochs
     )
 
 
+FIT_SHAPES = ((16, 2, 128, "the estimator's default"), (32, 3, 256, "the former default, TabM's k"))
+"""(K, n_blocks, d_block, label) at which ``LoMETabClassifier.fit`` is timed against official TabM."""
+
+
 def fit_table(n_rows: int, epochs: int, repeats: int) -> str:
-    """Seconds of ``LoMETabClassifier.fit`` / seconds of official TabM, interleaved, same data."""
+    """Seconds of ``LoMETabClassifier.fit`` / seconds of official TabM at equal K, depth and width, same data.
+
+    One interleaved comparison per shape of :data:`FIT_SHAPES`.
+    """
     from sklearn.datasets import make_classification
 
     from ensemblize.tabular import LoMETabClassifier
 
     x, y = make_classification(n_samples=n_rows, n_features=8, n_informative=6, n_classes=3, random_state=0)
     x = x.astype("float32")
-    members, n_blocks, d_block = 32, 3, 256
-    runs = {
-        "official TabM (tabm.TabM.make, k=32, 3×256)": lambda: fit_official_tabm(
-            x, y, members=members, n_blocks=n_blocks, d_block=d_block, epochs=epochs, seed=0
-        ),
-        "LoMETabClassifier (defaults: r=2, K=32, 3×256)": lambda: LoMETabClassifier(
-            members=members,
-            n_blocks=n_blocks,
-            d_block=d_block,
-            batch_size=256,
-            max_epochs=epochs,
-            patience=epochs,
-            random_state=0,
-        ).fit(x, y),
-    }
     start_load = load_average()
-    ratios = paired_ratios(runs, "official TabM (tabm.TabM.make, k=32, 3×256)", repeats)
+    rows = []
+    for members, n_blocks, d_block, label in FIT_SHAPES:
+        shape = f"K = {members}, {n_blocks}×{d_block}"
+        reference = f"official TabM (tabm.TabM.make, {shape})"
+        runs = {
+            reference: lambda m=members, b=n_blocks, d=d_block: fit_official_tabm(
+                x, y, members=m, n_blocks=b, d_block=d, epochs=epochs, seed=0
+            ),
+            f"LoMETabClassifier (r = 2, {shape}: {label})": lambda m=members, b=n_blocks, d=d_block: (
+                LoMETabClassifier(
+                    members=m,
+                    n_blocks=b,
+                    d_block=d,
+                    batch_size=256,
+                    max_epochs=epochs,
+                    patience=epochs,
+                    random_state=0,
+                ).fit(x, y)
+            ),
+        }
+        ratios = paired_ratios(runs, reference, repeats)
+        rows += [f"| {name} | **{ratios[name]:.2f}** | {ratios['_reference_seconds']:.1f} |" for name in runs]
     lines = [
         "### `LoMETab*.fit` end to end vs official TabM",
         "",
         f"{n_rows} rows × 8 numeric features, 3 classes (`make_classification`, seed 0), 80/20 train/validation "
         f"split, {epochs} epochs (patience = epochs, so both run every epoch), batch 256, AdamW lr 2e-3 wd 3e-4, "
-        "piecewise-linear embeddings (48 bins, d = 16), K = 32, 3 blocks × 256, dropout 0.1, both trained by "
+        "piecewise-linear embeddings (48 bins, d = 16), dropout 0.1, both trained by "
         "`ensemblize.tabular.train.train_model`; official TabM gets a QuantileTransformer and "
-        "`rtdl_num_embeddings.compute_bins`, LoMETab its own preprocessing. "
+        "`rtdl_num_embeddings.compute_bins`, LoMETab its own preprocessing. Each shape is compared with "
+        "official TabM at the same K, depth and width. "
         f"Load average at start {start_load}, at end {load_average()}.",
         "",
-        "| method | fit time / official TabM fit time |",
-        "|---|---:|",
-    ]
-    for name in runs:
-        lines.append(f"| {name} | **{ratios[name]:.2f}** |")
-    lines += [
+        "| method | fit time / official TabM fit time (same shape) | official TabM fit s (secondary) |",
+        "|---|---:|---:|",
+        *rows,
         "",
-        f"Median over {repeats} interleaved rounds of the paired ratio; official TabM fit "
-        f"{ratios['_reference_seconds']:.1f} s (secondary).",
+        f"Median over {repeats} interleaved rounds of the paired ratio.",
     ]
     return "\n".join(lines)
 
@@ -405,6 +415,8 @@ def main() -> None:
             ("d=512, K=32, B=256 (issue)", 512, 512, 32, 256, False),
             ("LoMETab hidden 256->256, K=32, B=256", 256, 256, 32, 256, False),
             ("LoMETab first 128->256, K=32, B=256", 128, 256, 32, 256, True),
+            ("LoMETab default hidden 128->128, K=16, B=256", 128, 128, 16, 256, False),
+            ("LoMETab default first 128->128, K=16, B=256", 128, 128, 16, 256, True),
         ]
         vs_tabm = tabm_table(shapes, [1, 2, 4], max(repeats, 15))
         vs_fit = fit_table(2000, 3, max(repeats // 2, 5))
