@@ -109,7 +109,7 @@ _PARAMS_DOC = """
             budget, chosen over the estimators' former full-size defaults (K 32, 3 × 256, ≤ 200
             epochs, patience 16) by mean validation rank across the 12 benchmark tables, 3 seeds,
             against official TabM at its own defaults, XGBoost and CatBoost
-            (``docs/results/tabular_bench.md``, third round); about 5× cheaper to fit.
+            (``docs/results/tabular_bench.md``, third round); about 9× cheaper to fit.
         rank (2), init_scale (4.0): LoMETab's adapter rank r and σ_init (std of the residual
             ``A_k B_kᵀ`` entries at init) — the diversity axes; chosen by mean validation rank
             across 12 benchmark tables (see the module docstring).
