@@ -8,65 +8,51 @@ Rule: for each candidate, rank it with the field on each table on the VALIDATION
 seeds 0-2 (accuracy, log-loss; RMSE for regression); mean rank per score over tables; the candidate with
 the lower mean of its three per-score mean ranks is the default. Ties -> the cheaper one (quick).
 Test scores are NOT read by this script. (It ran from runs/s5/ while the benchmark ran; committed here
-unchanged but for formatting and the later-split run folders it reads.)
+ranking through ``select_lometab_default.mean_ranks`` instead of its own copy of that loop — the same
+numbers: 1.944 vs 2.037 — and reading the later-split run folders.)
 """
 
+import importlib.util
 import json
+from pathlib import Path
 
 import numpy as np
-from scipy.stats import rankdata
 
 from ensemblize.experiments.tabular import collect_records
+
+_SELECT = Path(__file__).with_name("select_lometab_default.py")
+_spec = importlib.util.spec_from_file_location("select_lometab_default", _SELECT)
+select = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(select)
 
 
 def load(folder):
     return collect_records(f"runs/{folder}")
 
 
-field = sum((load(f"s5/bench-tabm-full-{c}") for c in "abcd"), []) + [x for x in load("tab/bench-gbdt")]
+def seed_means(records, name=None):
+    """One ``select.mean_ranks`` record per (method, table): validation scores averaged over seeds 0-2."""
+    out = []
+    for t in dict.fromkeys(x["dataset"] for x in records):
+        for m in dict.fromkeys(x["method"] for x in records):
+            fits = [x for x in records if x["dataset"] == t and x["method"] == m]
+            if len(fits) != 3:
+                continue
+            keys = [k for k in fits[0]["metrics"] if k.startswith("val_")]
+            val = {k[4:]: float(np.mean([x["metrics"][k] for x in fits])) for k in keys}
+            out.append({"name": name or m, "table": t, "val": val})
+    return out
+
+
+field = sum((load(f"s5/bench-tabm-full-{c}") for c in "abcd"), []) + load("tab/bench-gbdt")
 quick = [x for x in load("tab/bench-lometab") if x["task"] != "regression"] + [
     x for x in load("tab/bench-lometab-d0") if x["task"] == "regression"
 ]
-full = (
-    load("s5/bench-lometab-full")
-    + load("s5/bench-lometab-full-2")
-    + load("s5/bench-lometab-full-3")
-    + load("s5/bench-lometab-full-4")
-)
-cands = {"quick": quick, "full": full}
-tables = sorted({x["dataset"] for x in quick})
-methods = ["lometab", "tabm", "xgboost", "catboost"]
-
-
-def val(recs, t, m, key):
-    v = [
-        x["metrics"]["val_" + key]
-        for x in recs
-        if x["dataset"] == t and x.get("method") == m and "val_" + key in x["metrics"]
-    ]
-    return np.mean(v) if len(v) == 3 else None
-
-
+full = sum((load(f"s5/bench-lometab-full{suffix}") for suffix in ("", "-2", "-3", "-4")), [])
+field_means = seed_means(field)
 res = {}
-for name, recs in cands.items():
-    allr = field + [{**x, "method": "lometab"} for x in recs]
-    per = {}
-    for key, lower in (("accuracy", False), ("log_loss", True), ("rmse", True)):
-        ranks, missing = [], []
-        for t in tables:
-            v = [val(allr, t, m, key) for m in methods]
-            if v[0] is None and all(x is None for x in v):
-                continue
-            if any(x is None for x in v):
-                missing.append(t)
-                continue
-            v = np.array(v)
-            ranks.append(rankdata(v if lower else -v))
-        per[key] = (np.mean(ranks, 0).round(3).tolist() if ranks else None, len(ranks), missing)
-    means = [per[k][0][0] for k in per if per[k][0]]
-    res[name] = {"per_score": per, "mean_of_means": float(np.mean(means))}
-    print(name, json.dumps(per), "mean", round(float(np.mean(means)), 3))
-print("methods order", methods)
-best = min(res, key=lambda n: (res[n]["mean_of_means"], n != "quick"))
+for name, recs in {"quick": quick, "full": full}.items():
+    res[name] = select.mean_ranks(field_means + seed_means(recs, name), names=[name])
+    print(name, json.dumps({n: {k: round(v, 3) for k, v in r.items()} for n, r in res[name].items()}))
+best = min(res, key=lambda n: (res[n][n]["select"], n != "quick"))
 print("CHOSEN", best)
-json.dump(res, open("runs/s5/choose_shape.json", "w"), indent=1)  # noqa: SIM115
