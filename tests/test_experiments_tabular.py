@@ -279,3 +279,14 @@ def test_experiments_are_plain_functions():
         for p in inspect.signature(fn).parameters.values():
             assert p.kind is p.KEYWORD_ONLY and p.default is not inspect.Parameter.empty
             assert type(p.default).__module__ in ("builtins", "pathlib") or p.default is None, (fn, p)
+
+
+def test_progress_lines_show_validation_scores_never_test():
+    rec = {
+        "metrics": {"accuracy": 0.91, "log_loss": 0.25, "val_accuracy": 0.88, "val_log_loss": 0.31},
+        "cpu_seconds": 2.0,
+    }
+    line = T._describe([rec])
+    assert line == "val accuracy 0.8800, val log_loss 0.3100, CPU 2.0 s"
+    reg = {"metrics": {"rmse": 0.5, "val_rmse": 0.4}, "cpu_seconds": 1.5}
+    assert T._describe([reg]) == "val rmse 0.4000, CPU 1.5 s"

@@ -99,8 +99,13 @@ def _max_rows(max_rows: int | None) -> int | None:
 
 
 def _describe(records: Sequence[Mapping[str, Any]]) -> str:
+    """A finished job's progress line: its **validation** scores and CPU seconds.
+
+    Validation, not test: the lines are read while a run is in progress, when settings may still be
+    chosen; test scores appear only in the tables written at the end.
+    """
     r = records[0]
-    shown = [f"{k} {r['metrics'][k]:.4f}" for k in SCORES if k in r["metrics"]]
+    shown = [f"val {k} {r['metrics']['val_' + k]:.4f}" for k in SCORES if "val_" + k in r["metrics"]]
     return ", ".join([*shown, f"CPU {float(r.get('cpu_seconds', math.nan)):.1f} s"])
 
 
