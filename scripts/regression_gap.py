@@ -19,7 +19,6 @@ import pandas as pd
 import torch
 
 from ensemblize.experiments.tabular_methods import _timed_fit, budget_config, load_split, make_estimator
-from ensemblize.tabular.gbdt import GBDTRegressor
 
 torch.set_num_threads(1)
 
@@ -45,10 +44,9 @@ for table in ("concrete", "ames", "wage"):
     mean, std = y_tr.mean(), y_tr.std()
     fitted = []
     for seed in (0, 1, 2):
-        lome, _ = make_estimator("lometab", "regression", seed=seed, cfg=budget_config("full", len(y_tr)))
-        cat = GBDTRegressor(
-            kind="catboost", random_state=seed, learning_rate=0.05, max_rounds=4000, early_stopping_rounds=50
-        )
+        cfg = budget_config("full", len(y_tr))
+        lome, _ = make_estimator("lometab", "regression", seed=seed, cfg=cfg)
+        cat, _ = make_estimator("catboost", "regression", seed=seed, cfg=cfg)
         for est in (lome, cat):
             _timed_fit(est, splits)
         fitted.append((lome, cat))

@@ -290,3 +290,12 @@ def test_progress_lines_show_validation_scores_never_test():
     assert line == "val accuracy 0.8800, val log_loss 0.3100, CPU 2.0 s"
     reg = {"metrics": {"rmse": 0.5, "val_rmse": 0.4}, "cpu_seconds": 1.5}
     assert T._describe([reg]) == "val rmse 0.4000, CPU 1.5 s"
+
+
+@pytest.mark.parametrize("method", TM.GBDT_METHODS)
+def test_make_estimator_gives_the_gbdts_the_benchmark_setting(method):
+    est, setting = TM.make_estimator(method, "regression", seed=3, cfg=TM.budget_config("full", 100))
+    assert setting == {"max_rounds": 4000, "early_stopping_rounds": 50, "learning_rate": 0.05}
+    params = est.get_params()
+    assert params["kind"] == method and params["random_state"] == 3 and params["impute"] is True
+    assert {k: params[k] for k in setting} == setting

@@ -129,11 +129,23 @@ def _official_tabm(task: str):
 
 
 def make_estimator(method: str, task: str, *, seed: int, cfg: dict[str, Any]):
-    """The public estimator of a network ``method`` with the budget's overrides applied.
+    """The public estimator of ``method`` with the budget's overrides applied, unfitted.
 
-    Only overrides naming one of the estimator's parameters are applied (``full`` applies none).
+    Networks: only overrides naming one of the estimator's parameters are applied (``full`` applies
+    none). GBDTs (:data:`GBDT_METHODS`): the public wrapper at the benchmark's setting — lr 0.05,
+    ``cfg["gbdt_rounds"]`` rounds at most, early stopping after ``cfg["gbdt_patience"]``.
     Returns ``(estimator, applied_overrides)``.
     """
+    if method in GBDT_METHODS:
+        from ensemblize.tabular.gbdt import GBDTClassifier, GBDTRegressor
+
+        setting = {
+            "max_rounds": cfg["gbdt_rounds"],
+            "early_stopping_rounds": cfg["gbdt_patience"],
+            "learning_rate": _GBDT_LR,
+        }
+        cls = GBDTRegressor if task == "regression" else GBDTClassifier
+        return cls(kind=method, random_state=int(seed), impute=True, **setting), setting
     if method == "tabm":
         cls = _official_tabm(task)
         est = cls(random_state=int(seed))
@@ -268,16 +280,8 @@ def _estimator_job(method, splits, *, seed, cfg, keep_history) -> dict[str, Any]
 
 def _gbdt_job(method, splits, *, seed, cfg) -> dict[str, Any]:
     """The public GBDT wrapper (``kind=method``) on the raw split tables; ``params`` counts its trees."""
-    from ensemblize.tabular.gbdt import GBDTClassifier, GBDTRegressor
-
     task = splits.train.task
-    setting = {
-        "max_rounds": cfg["gbdt_rounds"],
-        "early_stopping_rounds": cfg["gbdt_patience"],
-        "learning_rate": _GBDT_LR,
-    }
-    cls = GBDTRegressor if task == "regression" else GBDTClassifier
-    est = cls(kind=method, random_state=int(seed), impute=True, **setting)
+    est, setting = make_estimator(method, task, seed=seed, cfg=cfg)
     wall, cpu = _timed_fit(est, splits)
     metrics, _ = _estimator_metrics(est, splits, task)
     rounds = int(est.best_iteration_) + 1
