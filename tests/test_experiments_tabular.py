@@ -124,7 +124,7 @@ def test_job_scores_are_the_public_estimators_own():
     assert rec["metrics"]["ambiguity"] == pytest.approx(
         np.mean((members - members.mean(1, keepdims=True)) ** 2)
     )
-    assert rec["setting"] == {"members": 2, "n_blocks": 1, "d_block": 16, "max_epochs": 3, "patience": 2,
+    assert rec["setting"] == {"members": 2, "n_blocks": 1, "d_block": 16, "max_epochs": 3, "patience": 2, "n_networks": 1,
                               "n_bins": 8, "impute": True}  # fmt: skip
     assert len(rec["history"]) == rec["epochs"] <= 3
     # deterministic: the same spec gives the same record (timing aside)

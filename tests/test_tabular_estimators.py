@@ -13,11 +13,13 @@ from sklearn.utils import estimator_checks as E
 from ensemblize.tabular import LoMETabClassifier, LoMETabRegressor
 
 SMALL = dict(
-    members=4, n_blocks=2, d_block=32, d_embedding=4, n_bins=8, max_epochs=25, patience=6, random_state=0
-)
+    members=4, n_blocks=2, d_block=32, d_embedding=4, n_bins=8, max_epochs=25, patience=6, n_networks=1,
+    random_state=0,
+)  # fmt: skip
 TINY = dict(
-    members=2, n_blocks=1, d_block=8, d_embedding=4, n_bins=8, max_epochs=3, patience=2, random_state=0
-)
+    members=2, n_blocks=1, d_block=8, d_embedding=4, n_bins=8, max_epochs=3, patience=2, n_networks=1,
+    random_state=0,
+)  # fmt: skip  # one network: pooling is tested in test_tabular_pooled.py
 
 
 # ------------------------------------------------------------------------------------------------
@@ -29,7 +31,7 @@ def test_defaults_clone_and_params_round_trip():
     assert p["members"] == 16 and p["rank"] == 2 and p["init_scale"] == 4.0 and p["layer"] == "lome"
     assert p["n_blocks"] == 2 and p["d_block"] == 128 and p["max_epochs"] == 80 and p["patience"] == 12
     assert p["lr"] == 2e-3 and p["weight_decay"] == 3e-4
-    assert p["monitor"] == "accuracy"
+    assert p["monitor"] == "accuracy" and p["n_networks"] == 3
     # dropout per task, chosen on 3-seed validation: TabM's 0.1 for classification, 0 for regression
     assert p["dropout"] == 0.1 and LoMETabRegressor().get_params()["dropout"] == 0.0
     est.set_params(rank=4, layer="batchensemble", init_scale=0.3)
@@ -46,8 +48,8 @@ def test_defaults_clone_and_params_round_trip():
 
 CHECK = dict(
     members=2, n_blocks=1, d_block=16, d_embedding=4, n_bins=8, max_epochs=4, patience=4, batch_size=32,
-    lr=2e-2, random_state=0,
-)  # fmt: skip  # small enough for the full suite, trained enough for check_*_train
+    lr=2e-2, n_networks=2, random_state=0,
+)  # fmt: skip  # small enough for the full suite, trained enough for check_*_train; two pooled networks
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ def _table(n: int = 60) -> tuple[pd.DataFrame, np.ndarray]:
 def _fit(verbose: bool) -> LoMETabClassifier:
     torch.set_num_threads(1)
     x, y = _table()
-    est = LoMETabClassifier(members=2, max_epochs=3, patience=10, verbose=verbose, random_state=0)
+    est = LoMETabClassifier(members=2, max_epochs=3, patience=10, n_networks=2, verbose=verbose, random_state=0)
     return est.fit(x, y)
 
 
@@ -27,8 +27,9 @@ def test_verbose_prints_one_labelled_line_per_epoch(capfd):
     est = _fit(True)
     captured = capfd.readouterr()
     lines = [ln for ln in captured.err.splitlines() if "LoMETabClassifier" in ln]
-    assert len(lines) == len(est.history_) == 3, captured.err
-    assert all("M=2" in ln and "seed 0" in ln for ln in lines), lines
+    assert len(lines) == len(est.history_) == 6, captured.err
+    assert all("M=2, seed 0, network 1/2" in ln for ln in lines[:3]), lines
+    assert all("M=2, seed 1, network 2/2" in ln for ln in lines[3:]), lines
     assert captured.out == ""
 
 

@@ -28,7 +28,7 @@ from ensemblize.tabular.tuning import (  # noqa: E402
     tune_csv,
 )
 
-TINY = {"members": 2, "n_blocks": 1, "d_block": 16, "max_epochs": 3, "patience": 2}
+TINY = {"members": 2, "n_blocks": 1, "d_block": 16, "max_epochs": 3, "patience": 2, "n_networks": 1}
 SPACE_KEYS = ("rank", "lr", "dropout")
 
 
@@ -196,7 +196,7 @@ while len(list(folder.glob("ready-*"))) < 2 and time.monotonic() < deadline:
     time.sleep(0.05)  # start together, so that both processes really share the study
 X, y = make_classification(n_samples=240, n_features=5, n_informative=3, random_state=0)
 space = {k: v for k, v in lometab_search_space().items() if k in ("rank", "lr", "dropout")}
-est = LoMETabClassifier(members=2, n_blocks=1, d_block=16, max_epochs=3, patience=2)
+est = LoMETabClassifier(members=2, n_blocks=1, d_block=16, max_epochs=3, patience=2, n_networks=1)
 r = tune(est, X, y, n_trials=N_TRIALS, storage=str(folder / "study.log"), study_name="shared",
          search_space=space, refit=False)
 print(json.dumps(r.trial_numbers))

@@ -11,7 +11,7 @@ gets with ``LoMETabClassifier().fit(X, y, eval_set=(X_val, y_val))`` or
                    (skipped with a message) until that estimator is installed
 ``batchensemble``  the LoMETab estimator with ``layer="batchensemble"`` (TabM's layer, our training)
 ``additive``       the LoMETab estimator with ``layer="additive"`` (the paper's ablation)
-``mlp``            the LoMETab estimator with ``layer="plain"``, one member
+``mlp``            the LoMETab estimator with ``layer="plain"``, one member, one network
 ``sigma``          σN-Ens of a normalised MLP (:mod:`ensemblize.tabular.sigma_mlp`) with the diversity
                    regulariser (τ, λ) — a research baseline with no estimator, trained by
                    :func:`ensemblize.tabular.train.train_model` on the preprocessed matrices
@@ -21,11 +21,11 @@ gets with ``LoMETabClassifier().fit(X, y, eval_set=(X_val, y_val))`` or
 =================  ===============================================================================
 
 Budgets (:data:`BUDGETS`): ``full`` leaves every estimator at **its own defaults** (LoMETab:
-K = 16, 2 blocks of 128, ≤ 80 epochs, patience 12; official TabM: its defaults, K = 32, 2 blocks of
+3 pooled networks of K = 16, 2 blocks of 128, ≤ 80 epochs, patience 12; official TabM: its defaults, K = 32, 2 blocks of
 512 with embeddings, ≤ 200 epochs, patience 16) and gives the GBDTs
 ≤ 4,000 rounds with patience 50; ``quick`` (K = 16, 2 blocks of 128, ≤ 80 epochs with patience 12 —
-≤ 40 / 8 on tables with > 10,000 training rows), ``lite`` (K = 8, 2 blocks of 64, ≤ 20 epochs,
-patience 5, GBDTs ≤ 500 rounds, patience 20) and ``tiny`` (tests) override the estimators'
+≤ 40 / 8 on tables with > 10,000 training rows), ``lite`` (one network of K = 8, 2 blocks of 64, ≤ 20
+epochs, patience 5, GBDTs ≤ 500 rounds, patience 20) and ``tiny`` (tests; one network) override the estimators'
 parameters of those names. Any key of the preset can be overridden per call.
 
 Scores (:func:`ensemblize.evaluation.tabular.evaluate_predictions`): classification ``accuracy``,
@@ -65,9 +65,9 @@ _LAYER = {"lometab": "lome", "batchensemble": "batchensemble", "additive": "addi
 
 BUDGETS: dict[str, dict[str, Any]] = {
     "tiny": {"members": 2, "n_blocks": 1, "d_block": 16, "max_epochs": 3, "patience": 2, "n_bins": 8,
-             "gbdt_rounds": 20, "gbdt_patience": 5},
+             "n_networks": 1, "gbdt_rounds": 20, "gbdt_patience": 5},
     "lite": {"members": 8, "n_blocks": 2, "d_block": 64, "max_epochs": 20, "patience": 5, "n_bins": 16,
-             "gbdt_rounds": 500, "gbdt_patience": 20},
+             "n_networks": 1, "gbdt_rounds": 500, "gbdt_patience": 20},
     "quick": {"members": 16, "n_blocks": 2, "d_block": 128, "max_epochs": 80, "patience": 12,
               "gbdt_rounds": 4000, "gbdt_patience": 50},
     "full": {"gbdt_rounds": 4000, "gbdt_patience": 50},
@@ -155,7 +155,7 @@ def make_estimator(method: str, task: str, *, seed: int, cfg: dict[str, Any]):
         cls = LoMETabRegressor if task == "regression" else LoMETabClassifier
         est = cls(random_state=int(seed), layer=_LAYER[method])
         if method == "mlp":
-            cfg = {**cfg, "members": 1}
+            cfg = {**cfg, "members": 1, "n_networks": 1}  # one MLP, not a deep ensemble
     names = est.get_params()
     applied = {k: v for k, v in cfg.items() if k in names and k != "layer"}
     if "impute" in names:

@@ -10,13 +10,16 @@ else is shared here:
     4. piecewise-linear bin edges (:func:`ensemblize.tabular.bins.safe_bins`) on the transformed
        numeric columns; ``n_bins`` is capped at ``n_train − 1`` (fitted value ``n_bins_``).
     5. the network trained by :func:`ensemblize.tabular.train.train_model` (mean member loss, AdamW,
-       early stopping on the ensemble's validation score, best weights restored).
+       early stopping on the ensemble's validation score, best weights restored). With
+       ``n_networks = S > 1``, S networks are trained one after another, network ``s`` seeded with
+       ``seed_ + s`` (its own initialisation, batch order, dropout and early stopping), and pooled
+       by :class:`ensemblize.tabular.pooled.PooledNetworks`: the estimator then has ``S·K`` members.
     6. classifiers whose family calibrates (LoMETab's ``calibration="temperature"``): one temperature
        ``T = argmin_T NLL(mean_k softmax(z_k / T))`` on the same validation split
        (:func:`ensemblize.models.temperature_scaling.fit_temperature`), fitted attribute ``temperature_``
        (1.0 when not calibrated). Every member probability is then ``softmax(z_k / T)``.
 
-Outputs: classifiers give ``predict_members`` ``(N, K, C)``, ``predict_proba`` ``(N, C)`` float64 rows
+Outputs (``K`` below is the pooled member count ``n_networks_ · members``): classifiers give ``predict_members`` ``(N, K, C)``, ``predict_proba`` ``(N, C)`` float64 rows
 summing to 1 (renormalised in float64), ``predict``; regressors ``predict_members`` ``(N, K)`` and
 ``predict`` in target units; both give ``predict_uncertainty`` (:mod:`ensemblize.tabular.uncertainty`).
 
@@ -50,6 +53,7 @@ from ensemblize.data.table_preprocessing import TabularPreprocessor
 from ensemblize.models.temperature_scaling import fit_temperature
 from ensemblize.tabular.bins import BIN_METHODS, safe_bins
 from ensemblize.tabular.inputs import check_real
+from ensemblize.tabular.pooled import PooledNetworks
 from ensemblize.tabular.table_pipeline import TablePipeline, estimator_init
 from ensemblize.tabular.train import auto_batch_size, predict_members, train_model
 from ensemblize.tabular.uncertainty import classification_uncertainty, regression_uncertainty
@@ -71,6 +75,7 @@ CALIBRATIONS = ("temperature", "none")
 _PREDICT_BATCH = 4096
 LOAD_LIMITS = {
     "members": 4096,
+    "n_networks": 1024,
     "n_blocks": 64,
     "d_block": 65536,
     "d_embedding": 4096,
@@ -95,6 +100,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "max_epochs": 200,
     "patience": 16,
     "per_member_batches": False,
+    "n_networks": 1,
     "val_fraction": 0.2,
     "impute": True,
     "random_state": None,
@@ -114,6 +120,34 @@ def _bounded(value: Any, key: str, *, minimum: int = 0) -> int:
     return check_size(value, name=f"saved {key}", maximum=LOAD_LIMITS[key], minimum=minimum)
 
 
+class _CallbackRelay:
+    """The user's epoch callbacks across the ``n_networks`` trainings of one ``fit``, seen as one run.
+
+    Network ``s``'s epoch ``e`` reaches each callback as epoch ``E_s + e`` (``E_s``: the epochs the
+    earlier networks ran; so epochs keep increasing) with ``"network": s`` added to the record. As in
+    :func:`ensemblize.training.fit`, a callback returning ``True`` stops training — here the current
+    network (its best epoch restored) and every later one (:attr:`stopped`).
+    """
+
+    def __init__(self, callbacks: Sequence[Callable[[int, dict, Any], bool | None]] | None) -> None:
+        self.callbacks = tuple(callbacks or ())
+        self.epochs = 0
+        self.stopped = False
+
+    def for_network(self, network: int) -> tuple[Callable[[int, dict, Any], bool], ...]:
+        if not self.callbacks:
+            return ()
+        before = self.epochs
+
+        def relay(epoch: int, record: dict, model: Any) -> bool:
+            self.epochs = before + epoch
+            row = {**record, "network": network}
+            self.stopped = any(cb(before + epoch, row, model) is True for cb in self.callbacks)
+            return self.stopped
+
+        return (relay,)
+
+
 class TabularEnsembleEstimator(TablePipeline):
     """Shared implementation of the tabular ensemble estimators (see the module docstring).
 
@@ -121,7 +155,7 @@ class TabularEnsembleEstimator(TablePipeline):
     include the parameters read here: ``members``, ``n_blocks``, ``d_block``, ``dropout``,
     ``d_embedding``, ``embedding``, ``n_bins``,
     ``bin_method``, ``lr``, ``weight_decay``, ``batch_size``, ``max_epochs``, ``patience``,
-    ``per_member_batches``, ``val_fraction``, ``impute``, ``random_state``, ``device``, ``verbose``)
+    ``per_member_batches``, ``n_networks``, ``val_fraction``, ``impute``, ``random_state``, ``device``, ``verbose``)
     and the network hooks ``_validate_model_params``, ``_network_options``, ``_network``.
     """
 
@@ -171,7 +205,13 @@ class TabularEnsembleEstimator(TablePipeline):
         raise NotImplementedError
 
     @classmethod
-    def _check_saved_config(cls, config: dict[str, Any]) -> None:
+    def _build(cls, config: dict[str, Any], bins: list[torch.Tensor] | None, n_networks: int) -> nn.Module:
+        """``n_networks`` networks of ``config``: the network itself for 1, else their :class:`PooledNetworks`."""
+        nets = [cls._network(config, bins) for _ in range(n_networks)]
+        return nets[0] if n_networks == 1 else PooledNetworks(nets)
+
+    @classmethod
+    def _check_saved_config(cls, config: dict[str, Any], n_networks: int = 1) -> None:
         """Bound every size in a saved model config (see :data:`LOAD_LIMITS`) before building."""
         sizes = {k: _bounded(config[k], k) for k in LOAD_LIMITS if config.get(k) is not None}
         cards = config.get("cat_cardinalities", [])
@@ -181,12 +221,13 @@ class TabularEnsembleEstimator(TablePipeline):
         d_in = sizes.get("n_num", 0) * max(sizes.get("d_embedding", 1), 1) + sum(widths)
         d = sizes.get("d_block", 1024)
         per_member = d_in * d + sizes.get("n_blocks", 3) * d * d + d * sizes.get("n_out", 1)
-        estimate = max(sizes.get("members", 1), 1) * per_member  # an upper bound: K independent MLPs
+        estimate = n_networks * max(sizes.get("members", 1), 1) * per_member  # bound: S·K independent MLPs
         if estimate > LOAD_LIMITS["parameters"]:
             raise ValueError(f"saved model would have about {estimate} parameters; refusing to allocate")
 
     def _validate_params(self) -> None:
         check_int(self.members, name="members", minimum=1)
+        check_int(self.n_networks, name="n_networks", minimum=1)
         check_choice(self.embedding, self._embeddings, name="embedding")
         check_int(self.n_bins, name="n_bins", minimum=2)
         check_choice(self.bin_method, BIN_METHODS, name="bin_method")
@@ -219,11 +260,17 @@ class TabularEnsembleEstimator(TablePipeline):
         (a fit parameter, not a hyper-parameter): each is called after every epoch as
         ``cb(epoch, record, model)`` (see :func:`~ensemblize.tabular.train.train_model`); returning
         ``True`` stops training — :func:`ensemblize.tabular.tuning.tune` prunes trials this way.
+        With ``n_networks > 1`` the epochs of the networks are numbered on, one after another, each
+        record has a ``"network"`` key, and a stop also skips the networks not yet trained.
         Returns ``self``.
         Fitted attributes: ``n_features_in_``, ``feature_names_in_`` (string-named DataFrames),
-        ``classes_`` (classifier), ``preprocessor_``, ``bins_``, ``n_bins_``, ``model_``,
-        ``history_`` (per-epoch dicts), ``best_epoch_``, ``best_score_``, ``train_seconds_``,
-        ``seed_``, ``batch_size_``; classifiers also ``temperature_`` (step 6 of the module docstring).
+        ``classes_`` (classifier), ``preprocessor_``, ``bins_``, ``n_bins_``, ``model_`` (the network,
+        or the :class:`~ensemblize.tabular.pooled.PooledNetworks` of ``n_networks_`` networks),
+        ``n_networks_`` (networks trained: ``n_networks`` unless a callback stopped early),
+        ``history_`` (per-epoch dicts; key ``"network"`` says whose), ``best_epochs_`` /
+        ``best_scores_`` (one per network), ``best_epoch_`` / ``best_score_`` (the first network's),
+        ``train_seconds_`` (all networks), ``seed_``, ``batch_size_``; classifiers also
+        ``temperature_`` (step 6 of the module docstring, fitted on the pooled members).
         """
         self._validate_params()
         frame, yarr = self._check_fit_input(X, y)
@@ -232,38 +279,57 @@ class TabularEnsembleEstimator(TablePipeline):
         self._fit_bins(x_tr, t_tr)
         self.batch_size_ = auto_batch_size(len(x_tr)) if self.batch_size == "auto" else int(self.batch_size)
         device = torch.device(self.device)
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            torch.manual_seed(seed)
-            self.model_ = self._network(self._model_config(), self.bins_).to(device)
-            res = train_model(
-                self.model_,
-                x_tr.to(device),
-                t_tr.to(device),
-                x_va.to(device),
-                t_va.to(device),
-                regression=self._regression,
-                members=int(self.members),
-                lr=float(self.lr),
-                weight_decay=float(self.weight_decay),
-                batch_size=self.batch_size_,
-                max_epochs=int(self.max_epochs),
-                patience=int(self.patience),
-                per_member_batches=bool(self.per_member_batches),
-                seed=seed,
-                verbose=bool(self.verbose),
-                desc=f"{type(self).__name__} (M={int(self.members)}, seed {seed})",
-                callbacks=() if callbacks is None else tuple(callbacks),
-                monitor=self._monitor(),
-            )
-        self.history_ = res.history
-        self.best_epoch_ = res.best_epoch
-        self.best_score_ = res.best_score
-        self.train_seconds_ = res.train_seconds
+        stop = _CallbackRelay(callbacks)
+        nets, results = [], []
+        for s in range(int(self.n_networks)):
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                seed_s = (seed + s) % 2**31
+                torch.manual_seed(seed_s)
+                net = self._network(self._model_config(), self.bins_).to(device)
+                results.append(
+                    train_model(
+                        net,
+                        x_tr.to(device),
+                        t_tr.to(device),
+                        x_va.to(device),
+                        t_va.to(device),
+                        regression=self._regression,
+                        members=int(self.members),
+                        lr=float(self.lr),
+                        weight_decay=float(self.weight_decay),
+                        batch_size=self.batch_size_,
+                        max_epochs=int(self.max_epochs),
+                        patience=int(self.patience),
+                        per_member_batches=bool(self.per_member_batches),
+                        seed=seed_s,
+                        verbose=bool(self.verbose),
+                        desc=self._progress_label(s, seed_s),
+                        callbacks=stop.for_network(s),
+                        monitor=self._monitor(),
+                    )
+                )
+            nets.append(net)
+            if stop.stopped:
+                break
+        self.n_networks_ = len(nets)
+        self.model_ = nets[0] if len(nets) == 1 else PooledNetworks(nets)
+        self.history_ = [{**row, "network": s} for s, res in enumerate(results) for row in res.history]
+        self.best_epochs_ = [res.best_epoch for res in results]
+        self.best_scores_ = [res.best_score for res in results]
+        self.best_epoch_ = self.best_epochs_[0]
+        self.best_score_ = self.best_scores_[0]
+        self.train_seconds_ = float(sum(res.train_seconds for res in results))
         if not self._regression:
             self.temperature_ = 1.0
             if self._calibration() == "temperature":
                 self.temperature_ = self._fit_temperature(x_va.to(device), t_va)
         return self
+
+    def _progress_label(self, network: int, seed: int) -> str:
+        label = f"{type(self).__name__} (M={int(self.members)}, seed {seed}"
+        if int(self.n_networks) > 1:
+            label += f", network {network + 1}/{int(self.n_networks)}"
+        return label + ")"
 
     def _fit_temperature(self, x_va: torch.Tensor, t_va: torch.Tensor) -> float:
         """``T = argmin_T NLL(mean_k softmax(z_k / T), y)`` on the validation split (the trained members)."""
@@ -331,8 +397,11 @@ class TabularEnsembleEstimator(TablePipeline):
             "feature_names_in": None if names is None else [str(c) for c in names],
             "seed": self.seed_,
             "batch_size": self.batch_size_,
+            "n_networks": self.n_networks_,
             "best_epoch": self.best_epoch_,
             "best_score": self.best_score_,
+            "best_epochs": self.best_epochs_,
+            "best_scores": self.best_scores_,
             "train_seconds": self.train_seconds_,
             "history": self.history_,
         }
@@ -357,6 +426,9 @@ class TabularEnsembleEstimator(TablePipeline):
             raise ValueError(f"{path}: unsupported format {meta.get('format')!r} (expected {_FORMAT})")
         params = dict(meta["params"])
         params["device"] = cls._load_device(params.get("device", "cpu"), device)
+        # files written before n_networks existed hold one network
+        n_networks = _bounded(meta.get("n_networks", 1), "n_networks", minimum=1)
+        params.setdefault("n_networks", 1)
         est = cls(**params)
         prep_arrays = {k[len("prep.") :]: v for k, v in tensors.items() if k.startswith("prep.")}
         est.preprocessor_ = TabularPreprocessor.from_state(meta["preprocessor"], prep_arrays)
@@ -376,8 +448,11 @@ class TabularEnsembleEstimator(TablePipeline):
         if not cls._regression:
             # files written before calibration existed hold no temperature: they predicted with T = 1
             est.temperature_ = check_positive(meta.get("temperature", 1.0), name=f"{path}: saved temperature")
-        cls._check_saved_config(meta["model"])
-        model = cls._network(meta["model"], est.bins_)
+        est.n_networks_ = n_networks
+        est.best_epochs_ = list(meta.get("best_epochs", [est.best_epoch_]))
+        est.best_scores_ = list(meta.get("best_scores", [est.best_score_]))
+        cls._check_saved_config(meta["model"], n_networks)
+        model = cls._build(meta["model"], est.bins_, n_networks)
         state = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
         load_state_strict(model, state, what=str(path))
         est.model_ = model.to(torch.device(est.device)).eval()
