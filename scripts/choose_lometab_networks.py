@@ -1,4 +1,4 @@
-"""Pre-registered (19:43 UTC, before any test score of the candidate was read) check of ``n_networks=3``.
+"""Pre-registered (19:31 UTC, before any test score of the candidate was read) check of ``n_networks=3``.
 
 The candidate is the shipped estimator at ``n_networks=3`` as the benchmark runs it (``ensemblize
 experiment tabular-bench --methods lometab --budget full``, split seed 0, model seeds 0-2, the 12

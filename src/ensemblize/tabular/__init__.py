@@ -7,6 +7,8 @@
 * :class:`LoMETabModel` (:mod:`.model`) — piecewise-linear embeddings + a K-member MLP whose
   hidden layers are LoMETab (rank-r multiplicative), additive low-rank, TabM (BatchEnsemble),
   plain shared or fully independent layers;
+* :class:`PooledNetworks` (:mod:`.pooled`) — several independently trained ensembles as one, their
+  members concatenated (an estimator's ``model_`` when ``n_networks > 1``);
 * :func:`train_model` (:mod:`.train`) — the TabM training protocol with early stopping on the
   ensemble's validation score and per-epoch diversity;
 * :class:`GBDTClassifier` / :class:`GBDTRegressor` and :func:`fit_gbdt` (:mod:`.gbdt`) — XGBoost /
@@ -30,6 +32,7 @@ _ATTRIBUTES = {
     "LoMETabModel": "ensemblize.tabular.model",
     "LAYERS": "ensemblize.tabular.model",
     "EMBEDDINGS": "ensemblize.tabular.model",
+    "PooledNetworks": "ensemblize.tabular.pooled",
     "train_model": "ensemblize.tabular.train",
     "TrainResult": "ensemblize.tabular.train",
     "auto_batch_size": "ensemblize.tabular.train",
@@ -56,6 +59,7 @@ _SUBMODULES = (
     "bins",
     "uncertainty",
     "model",
+    "pooled",
     "train",
     "gbdt",
     "sigma_mlp",

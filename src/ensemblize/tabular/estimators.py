@@ -32,6 +32,11 @@ is 0.0. A third round chose the shape: the search ran at K = 16, 2 blocks of 128
 official TabM at *its* defaults, XGBoost and CatBoost (1.94) than the same knobs at the former full
 size, K = 32, 3 blocks of 256, ≤ 200 epochs, patience 16 (2.04), at about a ninth of its CPU time — so
 it is the default (rule fixed before the full-size scores were read; ``docs/results/tabular_bench.md``).
+A fifth round pooled independently seeded networks (``n_networks``; members concatenated, see
+:class:`ensemblize.tabular.PooledNetworks`): three networks rank 1.74 on validation against the same
+field, one network 1.94 (two 1.83; per-member batches instead 2.04), so ``n_networks=3`` is the
+default — three fits, about 0.2x official TabM's CPU at its defaults (``scripts/check_lometab_bagging.py``,
+``scripts/choose_lometab_networks.py``).
 Tune per dataset (:func:`ensemblize.tabular.tune`).
 """
 
