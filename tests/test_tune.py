@@ -358,3 +358,16 @@ def test_tune_prunes_a_lometab_trial_during_training():
     assert [t.state.name for t in trials] == ["COMPLETE", "PRUNED"]
     # the live callback reported each epoch of the complete trial; the pruned one stopped after one
     assert [len(t.intermediate_values) for t in trials] == [4, 1]
+
+
+def test_tune_pooled_networks_reports_every_network_and_refits_them_all():
+    """With ``n_networks=2`` a trial reports the epochs of both networks (steps numbered on) and the
+    refitted best estimator pools both."""
+    X, y = _data()
+    est = LoMETabClassifier(**{**TINY, "n_networks": 2, "patience": 10})
+    r = tune(est, X, y, n_trials=2, search_space=_space(), seed=0)
+    assert set(r.trials_table()["state"]) == {"COMPLETE"}
+    assert sorted(r.study.trials[0].intermediate_values) == list(range(6))  # 3 epochs × 2 networks
+    assert r.best_estimator.n_networks_ == 2
+    refit_score = _score(r.best_estimator, X[r.val_index], y[r.val_index], "log_loss")
+    assert refit_score == pytest.approx(r.best_value, abs=1e-12)
