@@ -271,7 +271,7 @@ def tabular_grid(
     out: str | Path = "runs/tabular-grid",
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
-    """The LoMETab estimator over rank × σ_init on one table: heatmaps, best cell chosen on validation.
+    """The LoMETab estimator (one network) over rank × σ_init on one table: heatmaps, best cell chosen on validation.
 
     Writes ``results.json``, ``grid_summary.json`` (grids of test score, validation score and test
     diversity; the best cell on validation; the diversity range in orders of magnitude) and
@@ -305,7 +305,8 @@ def tabular_grid(
             tabular_job,
             _grid_label(r, s),
             name=_grid_label(r, s),
-            overrides={"rank": r, "init_scale": s, **overrides},
+            # one network: the grid measures the diversity of one LoMETab's members, not of a pool
+            overrides={"rank": r, "init_scale": s, "n_networks": 1, **overrides},
             **shared,
         )
         for r in r_list
@@ -399,7 +400,8 @@ def tabular_diversity(
     out: str | Path = "runs/tabular-diversity",
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
-    """Validation pairwise KL (ambiguity for regression) per epoch, all ``epochs`` run (no early stop).
+    """Validation pairwise KL (ambiguity for regression) per epoch, all ``epochs`` run (no early stop),
+    among the members of one network (``n_networks=1``).
 
     Writes ``results.json`` (records with their per-epoch ``history``), ``diversity_summary.json``
     (first epoch, peak, last-quarter mean per method; additive / LoMETab over the last quarter) and
@@ -419,7 +421,8 @@ def tabular_diversity(
         "split_seed": split_seed,
         "budget": budget,
         "max_rows": max_rows,
-        "overrides": {"max_epochs": epochs, "patience": epochs + 1},
+        # one network per fit: the curves follow the diversity of one network's members over its epochs
+        "overrides": {"max_epochs": epochs, "patience": epochs + 1, "n_networks": 1},
         "keep_history": True,
     }
     jobs = [
