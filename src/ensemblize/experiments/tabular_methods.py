@@ -270,8 +270,9 @@ def _estimator_job(method, splits, *, seed, cfg, keep_history) -> dict[str, Any]
         "cpu_seconds": cpu,
         "metrics": metrics,
         "setting": applied,
-        "best_epoch": getattr(est, "best_epoch_", None),
-        "epochs": len(history),
+        "best_epoch": getattr(est, "best_epoch_", None),  # the first network's
+        "best_epochs": getattr(est, "best_epochs_", None),  # one per pooled network
+        "epochs": len(history),  # all networks' epochs
     }
     if keep_history:
         record["history"] = history
