@@ -23,7 +23,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ensemblize.experiments.tabular_methods import _member_outputs, _scores, budget_config, load_split, make_estimator
+from ensemblize.experiments.tabular_methods import (
+    _member_outputs,
+    _scores,
+    budget_config,
+    load_split,
+    make_estimator,
+)
 
 TABLES = "concrete,ames,wage,credit,churn,telco,attrition,hmda,creditcard,stackoverflow,hpc,wvs"
 

@@ -27,6 +27,10 @@ res = {}
 for name, recs in {"n_networks=1": default_lometab_records(), "n_networks=3": candidate}.items():
     res[name] = select.mean_ranks(field + seed_means(recs, name), names=[name])
     cpu = sum(r["cpu_seconds"] for r in recs)
-    print(name, f"CPU s {cpu:.0f}", json.dumps({n: {k: round(v, 3) for k, v in r.items()} for n, r in res[name].items()}))
+    print(
+        name,
+        f"CPU s {cpu:.0f}",
+        json.dumps({n: {k: round(v, 3) for k, v in r.items()} for n, r in res[name].items()}),
+    )
 keep = res["n_networks=3"]["n_networks=3"]["select"] < res["n_networks=1"]["n_networks=1"]["select"]
 print("CHOSEN", "n_networks=3" if keep else "n_networks=1")

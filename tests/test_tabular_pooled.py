@@ -63,9 +63,7 @@ def test_each_network_is_an_explicit_training_with_seed_plus_s():
         res = train_model(net, x_tr, t_tr, x_va, t_va, regression=False, members=2, lr=2e-3, weight_decay=3e-4,
                           batch_size=pooled.batch_size_, max_epochs=4, patience=2, seed=5 + s, monitor="accuracy")  # fmt: skip
         assert res.best_epoch == pooled.best_epochs_[s]
-        torch.testing.assert_close(
-            pooled.model_.networks[s].eval()(x_va), net.eval()(x_va), rtol=0, atol=0
-        )
+        torch.testing.assert_close(pooled.model_.networks[s].eval()(x_va), net.eval()(x_va), rtol=0, atol=0)
     # the ensemble is the mean over all 6 members, and the history says whose epoch each row is
     np.testing.assert_allclose(pooled.predict_proba(Xv), members.mean(axis=1), rtol=0, atol=1e-12)
     assert sorted({r["network"] for r in pooled.history_}) == [0, 1, 2]

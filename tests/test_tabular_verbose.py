@@ -19,7 +19,9 @@ def _table(n: int = 60) -> tuple[pd.DataFrame, np.ndarray]:
 def _fit(verbose: bool) -> LoMETabClassifier:
     torch.set_num_threads(1)
     x, y = _table()
-    est = LoMETabClassifier(members=2, max_epochs=3, patience=10, n_networks=2, verbose=verbose, random_state=0)
+    est = LoMETabClassifier(
+        members=2, max_epochs=3, patience=10, n_networks=2, verbose=verbose, random_state=0
+    )
     return est.fit(x, y)
 
 
