@@ -123,3 +123,17 @@ def test_defaults_and_bad_values():
     for bad in (0, 1.5, "2"):
         with pytest.raises((ValueError, TypeError), match="n_networks"):
             LoMETabClassifier(**KW, n_networks=bad).fit(Xt, yt)
+
+
+def test_official_tabm_pools_too_and_round_trips(tmp_path):
+    """The knob lives in the shared estimator: official TabM with ``n_networks=2`` pools two TabMs."""
+    pytest.importorskip("tabm")
+    Xt, yt, Xv, yv = _cancer()
+    kw = dict(members=2, d_block=16, d_embedding=4, n_bins=8, max_epochs=3, patience=2, random_state=3)
+    one = TabMClassifier(**kw).fit(Xt, yt, eval_set=(Xv, yv))
+    two = TabMClassifier(**kw, n_networks=2).fit(Xt, yt, eval_set=(Xv, yv))
+    members = two.predict_members(Xv)
+    assert members.shape == (len(Xv), 4, 2)
+    np.testing.assert_array_equal(members[:, :2], one.predict_members(Xv))
+    back = TabMClassifier.load(two.save(tmp_path / "tabm2"))
+    np.testing.assert_array_equal(back.predict_proba(Xv), two.predict_proba(Xv))
