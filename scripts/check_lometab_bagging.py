@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ensemblize.experiments.tabular_methods import (
+    _class_index,
     _member_outputs,
     _scores,
     budget_config,
@@ -74,8 +75,7 @@ def pooled_record(table: str, seeds: list[int], index: int) -> dict:
         y = (splits.val.y.to_numpy(dtype=np.float64) - mean) / std
         pred = ((members - mean) / std).mean(axis=1)
     else:
-        classes = list(metas[0]["classes"])
-        y = np.asarray([classes.index(v) for v in splits.val.y.tolist()])
+        y = _class_index(np.asarray(metas[0]["classes"]), splits.val.y, part="val_")
         pred = members.mean(axis=1)
         pred = pred / pred.sum(axis=1, keepdims=True)
     return {

@@ -279,6 +279,7 @@ class TabularEnsembleEstimator(TablePipeline):
         self._fit_bins(x_tr, t_tr)
         self.batch_size_ = auto_batch_size(len(x_tr)) if self.batch_size == "auto" else int(self.batch_size)
         device = torch.device(self.device)
+        x_tr, t_tr, x_va, t_va = (t.to(device) for t in (x_tr, t_tr, x_va, t_va))
         stop = _CallbackRelay(callbacks)
         nets, results = [], []
         for s in range(int(self.n_networks)):
@@ -289,10 +290,10 @@ class TabularEnsembleEstimator(TablePipeline):
                 results.append(
                     train_model(
                         net,
-                        x_tr.to(device),
-                        t_tr.to(device),
-                        x_va.to(device),
-                        t_va.to(device),
+                        x_tr,
+                        t_tr,
+                        x_va,
+                        t_va,
                         regression=self._regression,
                         members=int(self.members),
                         lr=float(self.lr),
@@ -322,7 +323,7 @@ class TabularEnsembleEstimator(TablePipeline):
         if not self._regression:
             self.temperature_ = 1.0
             if self._calibration() == "temperature":
-                self.temperature_ = self._fit_temperature(x_va.to(device), t_va)
+                self.temperature_ = self._fit_temperature(x_va, t_va.cpu())
         return self
 
     def _progress_label(self, network: int, seed: int) -> str:
