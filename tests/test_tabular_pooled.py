@@ -111,8 +111,12 @@ def test_callbacks_number_epochs_on_and_a_stop_skips_later_networks():
     def stop_at_two(epoch, record, model):
         return epoch == 2
 
-    est = LoMETabClassifier(**KW, n_networks=3, random_state=0).fit(Xt, yt, callbacks=[stop_at_two])
+    after = []
+    est = LoMETabClassifier(**KW, n_networks=3, random_state=0).fit(
+        Xt, yt, callbacks=[stop_at_two, lambda e, r, m: after.append(e)]
+    )
     assert est.n_networks_ == 1 and not isinstance(est.model_, PooledNetworks)
+    assert after == [1, 2]  # a callback after the stopping one still sees the last epoch
     assert est.predict_members(Xv).shape == (len(Xv), 2, 2)
 
 

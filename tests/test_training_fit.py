@@ -469,3 +469,11 @@ def test_progress_lines_off_and_bar(monkeypatch):
     monkeypatch.setattr("sys.stderr", term)
     fit(_model(), train, epochs=2, batch_size=16, desc="bar-run")
     assert "bar-run" in term.getvalue() and "\r" in term.getvalue() and "ETA" not in term.getvalue()
+
+
+def test_a_stopping_callback_stops_after_that_epoch_and_every_callback_sees_it():
+    train, val = _data()
+    seen: list[int] = []
+    res = fit(_model(), train, val, epochs=5,
+              callbacks=[lambda e, r, m: e == 2, lambda e, r, m: seen.append(e)], **FAST)  # fmt: skip
+    assert res.epochs_run == 2 and seen == [1, 2]

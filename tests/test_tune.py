@@ -360,14 +360,22 @@ def test_tune_prunes_a_lometab_trial_during_training():
     assert [len(t.intermediate_values) for t in trials] == [4, 1]
 
 
-def test_tune_pooled_networks_reports_every_network_and_refits_them_all():
-    """With ``n_networks=2`` a trial reports the epochs of both networks (steps numbered on) and the
+class _PruneFromStep3(optuna.pruners.BasePruner):
+    def prune(self, study, trial):
+        return trial.last_step is not None and trial.last_step >= 3
+
+
+def test_tune_pooled_networks_reports_the_first_network_and_refits_them_all():
+    """With ``n_networks=2`` a trial reports only the first network's epochs (so step s is that
+    network's epoch s in every trial) and is never pruned while a later network trains; the
     refitted best estimator pools both."""
     X, y = _data()
     est = LoMETabClassifier(**{**TINY, "n_networks": 2, "patience": 10})
-    r = tune(est, X, y, n_trials=2, search_space=_space(), seed=0)
-    assert set(r.trials_table()["state"]) == {"COMPLETE"}
-    assert sorted(r.study.trials[0].intermediate_values) == list(range(6))  # 3 epochs × 2 networks
+    r = tune(est, X, y, n_trials=2, search_space=_space(), seed=0, pruner=_PruneFromStep3())
+    assert set(r.trials_table()["state"]) == {"COMPLETE"}  # step 3 would be network 1's epoch 0
+    for t in r.study.trials:
+        assert sorted(t.intermediate_values) == [0, 1, 2]  # 3 epochs of the first network
     assert r.best_estimator.n_networks_ == 2
+    assert len(r.best_estimator.history_) == 6
     refit_score = _score(r.best_estimator, X[r.val_index], y[r.val_index], "log_loss")
     assert refit_score == pytest.approx(r.best_value, abs=1e-12)

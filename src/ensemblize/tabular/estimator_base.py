@@ -142,7 +142,7 @@ class _CallbackRelay:
         def relay(epoch: int, record: dict, model: Any) -> bool:
             self.epochs = before + epoch
             row = {**record, "network": network}
-            self.stopped = any(cb(before + epoch, row, model) is True for cb in self.callbacks)
+            self.stopped = any([cb(before + epoch, row, model) is True for cb in self.callbacks])
             return self.stopped
 
         return (relay,)

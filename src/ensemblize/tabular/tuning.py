@@ -16,7 +16,9 @@ Protocol (nothing here ever sees a test set):
    ``fit`` accepts ``callbacks=`` (each called as ``cb(epoch, record, model)`` after every epoch,
    returning ``True`` to stop — the contract of :func:`ensemblize.training.fit`) is stopped as
    soon as the pruner says so, and the trial is PRUNED; otherwise its ``history_`` is reported
-   after ``fit`` (recorded for the pruner's statistics, the trial is not pruned);
+   after ``fit`` (recorded for the pruner's statistics, the trial is not pruned). With
+   ``n_networks > 1`` only the first network's epochs are reported and pruned on, so step ``s``
+   is epoch ``s`` of a first network in every trial;
 4. with ``refit=True`` the best trial's hyper-parameters are fitted again on the same rows and
    seed, so ``result.best_estimator`` is that trial's model.
 
@@ -242,14 +244,28 @@ class _EpochReporter:
                 return float(v)
         return None
 
+    @staticmethod
+    def _first_network(record: Mapping[str, Any]) -> bool:
+        return int(record.get("network", 0)) == 0
+
     def report(self, record: Mapping[str, Any]) -> None:
-        """Report one epoch (no pruning decision): for histories replayed after ``fit``."""
+        """Report one epoch (no pruning decision): for histories replayed after ``fit``.
+
+        Only the first network's epochs are reported: an estimator with ``n_networks > 1`` trains
+        its networks one after another, and step ``s`` must mean epoch ``s`` of the same kind of
+        run in every trial, or the pruner would compare a second network's first epochs with
+        another trial's first network late in training.
+        """
+        if not self._first_network(record):
+            return
         value = self._value(record)
         if value is not None:
             self.trial.report(value, self.step)
         self.step += 1
 
     def __call__(self, epoch: int, record: Mapping[str, Any], model: Any = None) -> bool:
+        if not self._first_network(record):
+            return False  # later networks: no step to compare, so no pruning decision
         self.report(record)
         if self.trial.should_prune():
             self.pruned_at = self.step

@@ -191,7 +191,7 @@ def fit(
     stop by early stopping or by a callback is final: resuming such a run trains no more.
 
     ``callbacks``: each is called after every epoch as ``cb(epoch, record, model)``; returning
-    ``True`` stops training after that epoch. ``progress``: ``True``/``None`` shows a tqdm.auto bar
+    ``True`` stops training after that epoch (the other callbacks still see that epoch). ``progress``: ``True``/``None`` shows a tqdm.auto bar
     labelled ``desc`` on a terminal or notebook and one line per epoch with an ETA elsewhere;
     ``False`` is silent. ``device``: ``None`` keeps the model where it is. Under ``torchrun`` (or an
     initialised process group) the model is wrapped in DistributedDataParallel and only rank 0
@@ -320,7 +320,8 @@ def _epoch(run: Run, st: R.LoopState, o: dict) -> dict[str, Any]:
     record["seconds"] = time.perf_counter() - t0
     st.history.append(record)
     st.epoch += 1
-    wants_stop = any(cb(st.epoch, record, run.module) is True for cb in run.callbacks)
+    # every callback sees every epoch (a list, not a short-circuiting generator)
+    wants_stop = any([cb(st.epoch, record, run.module) is True for cb in run.callbacks])
     if any(D.gather(wants_stop, run.ctx)):
         st.stopped = True
     return record
