@@ -1,9 +1,11 @@
 """sigma_ensemble: function-preserving conversion of any nn.Module, shared weights, new module."""
 
 import copy
+import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import ensemblize as ez
@@ -181,3 +183,88 @@ def test_huggingface_transformer_converts_and_preserves_function():
         assert out.shape == (4, 3, 3)
         for m in range(3):
             torch.testing.assert_close(out[:, m], ref, atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------- layers the conversion must respect
+class _ChannelsFirstLayerNorm(nn.LayerNorm):
+    """ConvNeXt's form: a LayerNorm subclass normalising the channels of (B, C, H, W)."""
+
+    def forward(self, x):
+        y = F.layer_norm(x.permute(0, 2, 3, 1), self.normalized_shape, self.weight, self.bias, self.eps)
+        return y.permute(0, 3, 1, 2)
+
+
+def test_a_norm_subclass_that_overrides_forward_is_left_alone_with_a_warning():
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 1),
+        _ChannelsFirstLayerNorm(8),
+        nn.BatchNorm2d(8),
+        nn.Flatten(),
+        nn.Linear(8 * 8 * 8, 3),
+    ).eval()
+    with pytest.warns(UserWarning, match=r"left \['1'\].*_ChannelsFirstLayerNorm.*override forward"):
+        ens = ez.sigma_ensemble(model, members=2, noise=0.0)
+    assert ens.converted == ["2"] and type(ens.backbone[1]) is _ChannelsFirstLayerNorm
+    x = torch.randn(3, 3, 8, 8)  # W == C: a wrong conversion would run silently
+    torch.testing.assert_close(ens(x), model(x)[:, None].expand(-1, 2, -1), rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match=r"\['1'\] cannot be converted.*override forward"):
+        ez.sigma_ensemble(model, layers=["1"])
+    only_custom = nn.Sequential(nn.Conv2d(3, 8, 1), _ChannelsFirstLayerNorm(8))
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(ValueError, match="_ChannelsFirstLayerNorm.*override forward"),
+    ):
+        ez.sigma_ensemble(only_custom)
+
+
+def test_a_shared_norm_layer_stays_shared_and_answers_to_every_path():
+    bn = nn.BatchNorm1d(4)
+
+    class TwoParents(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Sequential(nn.Linear(4, 4), bn)
+            self.b = nn.Sequential(bn, nn.Linear(4, 2))
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    for layers in (None, ["a.1"], ["b.0"]):
+        ens = ez.sigma_ensemble(TwoParents(), members=2, layers=layers, seed=0)
+        assert ens.converted == ["a.1"]
+        assert ens.backbone.a[1] is ens.backbone.b[0] and isinstance(ens.backbone.a[1], SigmaNorm)
+    # one set of per-member parameters, as in the original one set of norm parameters
+    norm_params = [n for n, _ in ens.named_parameters() if "a.1." in n or "b.0." in n]
+    assert len(norm_params) == 3
+
+
+def test_frozen_norms_stay_frozen_hooks_are_named_and_the_wrapper_keeps_the_model_mode():
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Linear(4, 2))
+    for p in model[1].parameters():
+        p.requires_grad_(False)
+    model[1].register_forward_hook(lambda *args: None)
+    model.eval()
+    with pytest.warns(UserWarning, match=r"dropped the hooks registered on \['1'\]"):
+        ens = ez.sigma_ensemble(model, members=2)
+    grads = {n: p.requires_grad for n, p in ens.backbone[1].named_parameters()}
+    assert grads == {"weight": False, "bias": False, "gate_logits": True}
+    assert not ens.training and not ens.backbone[1].training
+    # predict / validation restore every submodule's own mode: the layers stay in eval mode
+    from ensemblize.training import predict
+
+    x = torch.randn(6, 4)
+    before = ens(x)
+    predict(ens, x, progress=False)
+    assert all(not m.training for m in ens.modules())
+    torch.testing.assert_close(ens(x), before, rtol=0, atol=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mixed = ez.sigma_ensemble(nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4).eval()), members=2)
+    assert mixed.training and not mixed.backbone[1].training
+
+
+def test_converting_an_ensemble_again_says_so():
+    ens = ez.sigma_ensemble(nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)), members=2)
+    with pytest.raises(ValueError, match="already a σN ensemble"):
+        ez.sigma_ensemble(ens)

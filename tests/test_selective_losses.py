@@ -254,3 +254,14 @@ def test_sync_entropy_gradient_is_finite_when_softmax_underflows():
     out = SelectiveOutput(f, g, f.detach())
     SyncLoss(0.5, 1.0, score="entropy", detach=False)(out, torch.tensor([0, 0])).backward()
     assert bool(torch.isfinite(f.grad).all()) and bool(torch.isfinite(g.grad).all())
+
+
+def test_narrow_integer_labels_give_the_int64_losses():
+    f, graw, h, y = _inputs(seed=7, m=2)
+    out = SelectiveOutput(f, torch.sigmoid(graw), h)
+    for loss in (SelectiveNetLoss(0.7), SyncLoss(0.7, mu=0.5)):
+        for dtype in (torch.int32, torch.uint8):
+            torch.testing.assert_close(loss(out, y.to(dtype)), loss(out, y), rtol=0, atol=0)
+    z = torch.randn(B, C + 1, dtype=torch.float64)
+    dg = DeepGamblersLoss(2.0)
+    torch.testing.assert_close(dg(z, y.to(torch.uint8)), dg(z, y), rtol=0, atol=0)

@@ -139,6 +139,25 @@ def test_norm_presets_name_the_layers():
     assert SIGMA_NORMS == ("all", "no_stem", "last_stage")
 
 
+def test_norm_presets_on_named_containers_and_stems_without_norms():
+    """``last_stage`` takes the last child holding norms, whatever its name; ``no_stem`` drops the
+    norms under ``stem`` (none for the wide ResNet) and names an empty result."""
+
+    class Named(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleDict({"early": nn.LayerNorm(4), "late": nn.Sequential(nn.LayerNorm(4))})
+            self.tail = nn.Linear(4, 2)
+
+    assert sigma_norm_selection("last_stage", Named()) == ["blocks.late.0"]
+    wrn = build_model("wrn28", in_channels=3, num_classes=10, image_size=32)
+    from ensemblize.sigma.convert import norm_layer_names
+
+    assert sigma_norm_selection("no_stem", wrn) == norm_layer_names(wrn)  # its stem is a bare conv
+    with pytest.raises(ValueError, match=r"no_stem.*leaves no norm layer.*\['1'\]"):
+        sigma_norm_selection("no_stem", nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)))
+
+
 def _signals(n: int = 16) -> ImageSplits:
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(n, 1, 40, generator=g), torch.arange(n) % 10

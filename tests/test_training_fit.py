@@ -477,3 +477,14 @@ def test_a_stopping_callback_stops_after_that_epoch_and_every_callback_sees_it()
     res = fit(_model(), train, val, epochs=5,
               callbacks=[lambda e, r, m: e == 2, lambda e, r, m: seen.append(e)], **FAST)  # fmt: skip
     assert res.epochs_run == 2 and seen == [1, 2]
+
+
+def test_narrow_integer_labels_train_like_int64_and_bool_labels_are_named():
+    (x, y), (xv, yv) = _data()
+    runs = []
+    for dtype in (torch.int64, torch.int32, torch.uint8):
+        res = fit(_model(), (x, y.to(dtype)), (xv, yv.to(dtype)), epochs=2, seed=0, **FAST)
+        runs.append([h["val_nll"] for h in res.history])
+    assert runs[1] == runs[0] and runs[2] == runs[0]
+    with pytest.raises(ValueError, match="train labels must be integer class indices, got dtype torch.bool"):
+        fit(_model(), (x, y > 0), epochs=1, **FAST)

@@ -37,7 +37,7 @@ def check_finite(x: np.ndarray | torch.Tensor, *, name: str) -> None:
 def check_labels(labels: np.ndarray | torch.Tensor, num_classes: int, *, name: str = "labels") -> None:
     """Raise ValueError unless every label is an integer in ``[0, num_classes)``."""
     if isinstance(labels, torch.Tensor):
-        if labels.is_floating_point() or labels.is_complex():
+        if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
             raise ValueError(f"{name} must be integer class indices, got dtype {labels.dtype}")
         lo, hi = (int(labels.min()), int(labels.max())) if labels.numel() else (0, 0)
     else:

@@ -58,24 +58,49 @@ def sigma_norm_selection(norms: str, model: nn.Module) -> NormSelection:
     """The ``layers`` argument of :func:`ensemblize.sigma_ensemble` for the preset ``norms``.
 
     * ``"all"`` — every norm layer (``None``);
-    * ``"no_stem"`` — every norm layer but the first in module order (the stem's: ``stem.1`` of the
-      ResNets, ``blocks.0.norm1`` of the transformers);
-    * ``"last_stage"`` — the norm layers inside the last child of the backbone's ``stages`` (ResNets)
-      or ``blocks`` (transformers) container.
+    * ``"no_stem"`` — every norm layer but the stem's: those inside the backbone's ``stem`` child
+      (``stem.1`` of the ResNets; the wide ResNet's stem has none, so nothing is dropped); a model
+      without a ``stem`` child drops its first norm layer in module order (``blocks.0.norm1`` of
+      the transformers);
+    * ``"last_stage"`` — the norm layers inside the last child (in registration order) of the
+      backbone's ``stages`` (ResNets) or ``blocks`` (transformers) container that holds any.
+
+    Raises ValueError naming the model's norm layers when the preset does not apply to ``model``
+    (no ``stages``/``blocks`` container with norm layers, or nothing left to convert).
     """
     check_choice(norms, SIGMA_NORMS, name="norms")
     if norms == "all":
         return None
-    from .sigma.convert import _CONVERTIBLE
+    from .sigma.convert import norm_layer_names
 
-    names = [n for n, m in model.named_modules() if isinstance(m, _CONVERTIBLE)]
+    names = norm_layer_names(model)
     if norms == "no_stem":
-        return names[1:]
-    staged = [n.split(".") for n in names if n.split(".")[0] in ("stages", "blocks") and "." in n]
-    if not staged:
-        raise ValueError(f"norms='last_stage' needs a 'stages' or 'blocks' container; norm layers: {names}")
-    last = max(int(parts[1]) for parts in staged)
-    return [".".join(parts) for parts in staged if int(parts[1]) == last]
+        stem = isinstance(getattr(model, "stem", None), nn.Module)
+        chosen = [n for n in names if not n.startswith("stem.")] if stem else names[1:]
+    else:
+        chosen = []
+        for container in ("stages", "blocks"):
+            parent = getattr(model, container, None)
+            if not isinstance(parent, nn.Module):
+                continue
+            prefix = f"{container}."
+            holding = [
+                child for child in parent._modules if any(n.startswith(f"{prefix}{child}.") for n in names)
+            ]
+            if holding:
+                last = f"{prefix}{holding[-1]}."
+                chosen = [n for n in names if n.startswith(last)]
+                break
+        if not chosen:
+            raise ValueError(
+                f"norms='last_stage' needs a 'stages' or 'blocks' container holding norm layers; "
+                f"{type(model).__name__}'s norm layers: {names}"
+            )
+    if not chosen:
+        raise ValueError(
+            f"norms={norms!r} leaves no norm layer of {type(model).__name__} to convert; norm layers: {names}"
+        )
+    return chosen
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ def _check_labels_for(labels: object, batch: int, num_classes: int) -> Tensor:
     if batch == 0:
         raise ValueError("empty batch: logits and labels have 0 samples")
     check_labels(labels, num_classes, name="labels")
-    return labels
+    return labels.long()  # any integer or bool dtype: gather needs int64 indices
 
 
 def _member_ce(logits: Tensor, labels: Tensor) -> Tensor:
@@ -93,7 +93,7 @@ def _unpack(output: object, labels: object) -> tuple[Tensor, Tensor, Tensor, Ten
         raise ValueError(f"output.aux_logits has shape {tuple(h.shape)}; expected {tuple(f.shape)}")
     if f.shape[-1] < 2:
         raise ValueError(f"output.logits need at least 2 classes, got shape {tuple(f.shape)}")
-    _check_labels_for(labels, f.shape[0], f.shape[-1])
+    labels = _check_labels_for(labels, f.shape[0], f.shape[-1])
     _check_outputs(f, g, h)
     members = f.dim() == 3
     if not members:
@@ -356,7 +356,7 @@ class DeepGamblersLoss(nn.Module):
             )
         if self.reward > k:
             raise ValueError(f"reward must lie in (1, {k}] for K = {k} classes, got {self.reward!r}")
-        _check_labels_for(labels, logits.shape[0], k)
+        labels = _check_labels_for(labels, logits.shape[0], k)
         if not logits.is_floating_point():
             raise TypeError(f"logits must be floating point, got dtype {logits.dtype}")
         if not bool(torch.isfinite(logits).all()):

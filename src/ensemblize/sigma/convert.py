@@ -15,6 +15,7 @@ weight is shared. With ``noise=0.0`` each member reproduces the original model e
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -35,6 +36,7 @@ from .layers import sigma_layers
 
 __all__ = [
     "sigma_ensemble",
+    "norm_layer_names",
     "SigmaEnsemble",
     "convert_norms",
     "NormSelection",
@@ -96,6 +98,49 @@ def _twin(norm: nn.Module, members: int, gate_init: float) -> SigmaNorm | None:
     return None
 
 
+def _plain_norm_class(layer: nn.Module) -> type | None:
+    """The convertible class ``layer`` is an instance of (``None``: not a norm layer σN converts)."""
+    if isinstance(layer, SigmaNorm):
+        return None
+    return next((cls for cls in _CONVERTIBLE if isinstance(layer, cls)), None)
+
+
+def _overrides_forward(layer: nn.Module) -> bool:
+    """A subclass of a plain norm layer with its own ``forward`` (e.g. a channels-first LayerNorm)."""
+    base = _plain_norm_class(layer)
+    return base is not None and type(layer).forward is not base.forward
+
+
+def _norm_slots(module: nn.Module) -> list[tuple[str, nn.Module, str, nn.Module]]:
+    """``(qualified name, parent, attribute, layer)`` for every place a plain norm layer is registered.
+
+    A layer registered in several places (shared between two parents, or under two names) appears
+    once per place, so every alias is found and all of them can be pointed at one twin.
+    """
+    slots = []
+    for name, layer in module.named_modules(remove_duplicate=False):  # depth-first module order
+        if name and _plain_norm_class(layer) is not None:
+            parent_name, _, attr = name.rpartition(".")
+            slots.append((name, module.get_submodule(parent_name), attr, layer))
+    return slots
+
+
+def norm_layer_names(module: nn.Module) -> list[str]:
+    """Qualified names of the norm layers :func:`sigma_ensemble` can convert, in module order.
+
+    One name per layer (its first in ``module.named_modules()`` order; ``layers=`` also accepts any
+    other path to a shared layer); subclasses that override ``forward`` are not convertible and are
+    not listed.
+    """
+    seen: set[int] = set()
+    names = []
+    for name, _parent, _attr, layer in _norm_slots(module):
+        if id(layer) not in seen and not _overrides_forward(layer):
+            seen.add(id(layer))
+            names.append(name)
+    return names
+
+
 def _norm_filter(module: nn.Module, layers: NormSelection) -> Callable[[str, nn.Module], bool]:
     """``(name, layer) -> convert it?`` for a :data:`NormSelection`; unknown names are a ValueError."""
     if layers is None:
@@ -108,12 +153,28 @@ def _norm_filter(module: nn.Module, layers: NormSelection) -> Callable[[str, nn.
     bad = [n for n in wanted if not isinstance(n, str)]
     if bad:
         raise TypeError(f"layers must hold layer names (str), got {bad[0]!r} ({type(bad[0]).__name__})")
-    available = [n for n, m in module.named_modules() if isinstance(m, _CONVERTIBLE)]
-    unknown = sorted(set(wanted) - set(available))
+    slots = {name: layer for name, _parent, _attr, layer in _norm_slots(module)}
+    custom = sorted(n for n in wanted if n in slots and _overrides_forward(slots[n]))
+    if custom:
+        kinds = sorted({type(slots[n]).__name__ for n in custom})
+        raise ValueError(
+            f"layers: {custom} cannot be converted: their class(es) {kinds} override forward, which a "
+            "σNorm layer cannot reproduce"
+        )
+    unknown = sorted(set(wanted) - set(slots))
     if unknown:
-        raise ValueError(f"layers: unknown norm layer name(s) {unknown}; available: {available}")
+        raise ValueError(
+            f"layers: unknown norm layer name(s) {unknown}; available: {norm_layer_names(module)}"
+        )
     chosen = set(wanted)
     return lambda name, _layer: name in chosen
+
+
+def _has_hooks(layer: nn.Module) -> bool:
+    return any(
+        getattr(layer, attr, None)
+        for attr in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+    )
 
 
 def convert_norms(
@@ -127,36 +188,74 @@ def convert_norms(
 ) -> list[str]:
     """Replace, **in place**, every BatchNorm / LayerNorm / GroupNorm inside ``module`` by its σNorm twin.
 
-    Pretrained affine parameters and running statistics are copied into every member. Returns the
-    qualified names of the replaced layers (empty when there was nothing to convert). ``layers``
-    restricts the conversion to some norm layers (:data:`NormSelection`). Use
-    :func:`sigma_ensemble` unless you manage the member layout yourself. Arguments are checked as
-    in :func:`sigma_ensemble`.
+    Pretrained affine parameters and running statistics are copied into every member, and so is
+    ``requires_grad`` of the weight and bias (a frozen norm keeps its shared weight and per-member
+    biases frozen; the new gate logits are trainable). A layer registered in several places gets
+    one twin, registered in all of them (it stays shared); ``layers`` may name it by any of its
+    paths. Subclasses of the plain layers that override ``forward`` are left as they are, with a
+    warning (σNorm could not reproduce them); forward/backward hooks on a converted layer are not
+    carried over (a warning names the layers). Returns the qualified names of the replaced layers
+    (one per layer; empty when there was nothing to convert). ``layers`` restricts the conversion
+    to some norm layers (:data:`NormSelection`). Use :func:`sigma_ensemble` unless you manage the
+    member layout yourself. Arguments are checked as in :func:`sigma_ensemble`.
     """
     check_module(module, name="module")
     members, noise, gate_init = _check_conversion(members, noise, gate_init)
     selected = _norm_filter(module, layers)
-    replaced: list[str] = []
-    for parent_name, parent in list(module.named_modules()):
-        for child_name, child in list(parent.named_children()):
-            name = f"{parent_name}.{child_name}" if parent_name else child_name
-            if isinstance(child, SigmaNorm) or not isinstance(child, _CONVERTIBLE):
-                continue
-            if not selected(name, child):
-                continue
-            twin = _twin(child, members, gate_init)
-            if twin is None:
-                continue
-            twin.load_from_norm_module(child, noise=noise, generator=generator)
-            ref = next(child.parameters(), None)
-            if ref is None:
-                ref = next(child.buffers(), None)
-            if ref is not None:
-                twin.to(device=ref.device, dtype=ref.dtype)
-            twin.train(child.training)
-            setattr(parent, child_name, twin)
-            replaced.append(name)
-    return replaced
+    slots = _norm_slots(module)
+    custom = sorted({name for name, _p, _a, layer in slots if _overrides_forward(layer)})
+    if custom and not isinstance(layers, Iterable):
+        kinds = sorted({type(layer).__name__ for _n, _p, _a, layer in slots if _overrides_forward(layer)})
+        warnings.warn(
+            f"σN conversion left {custom} as they are: their class(es) {kinds} subclass a norm layer "
+            "but override forward, which a σNorm layer cannot reproduce",
+            stacklevel=3,
+        )
+    aliases: dict[int, list[str]] = {}  # id(layer) -> its qualified names, in module order
+    for name, _parent, _attr, layer in slots:
+        if not _overrides_forward(layer):
+            aliases.setdefault(id(layer), []).append(name)
+    layer_of = {id(layer): layer for _n, _p, _a, layer in slots}
+    chosen = {  # id(layer) -> its first name, when any of its names is selected
+        key: names[0] for key, names in aliases.items() if any(selected(n, layer_of[key]) for n in names)
+    }
+    twins: dict[int, SigmaNorm] = {}
+    for _name, parent, attr, layer in slots:
+        key = id(layer)
+        if key not in chosen:
+            continue
+        if key not in twins:
+            twins[key] = _converted(
+                layer, members=members, noise=noise, gate_init=gate_init, generator=generator
+            )
+        setattr(parent, attr, twins[key])
+    hooked = sorted(
+        {chosen[id(layer)] for _n, _p, _a, layer in slots if id(layer) in chosen and _has_hooks(layer)}
+    )
+    if hooked:
+        warnings.warn(f"σN conversion dropped the hooks registered on {hooked}", stacklevel=3)
+    return list(chosen.values())
+
+
+def _converted(
+    layer: nn.Module, *, members: int, noise: float, gate_init: float, generator: torch.Generator | None
+) -> SigmaNorm:
+    """``layer``'s σNorm twin: its affine and statistics in every member, its device, dtype and flags."""
+    twin = _twin(layer, members, gate_init)
+    if twin is None:  # pragma: no cover - every _CONVERTIBLE class has a twin or raises
+        raise TypeError(f"no σNorm twin for {type(layer).__name__}")
+    twin.load_from_norm_module(layer, noise=noise, generator=generator)
+    ref = next(layer.parameters(), None)
+    if ref is None:
+        ref = next(layer.buffers(), None)
+    if ref is not None:
+        twin.to(device=ref.device, dtype=ref.dtype)
+    for param in ("weight", "bias"):
+        source = getattr(layer, param, None)
+        if isinstance(source, nn.Parameter):
+            getattr(twin, param).requires_grad_(source.requires_grad)
+    twin.train(layer.training)
+    return twin
 
 
 def _map_outputs(obj: Any, fn: Callable[[Tensor], Tensor]) -> Any:
@@ -286,8 +385,15 @@ def sigma_ensemble(
             raise ValueError(
                 f"layers: the selection {layers!r} matched no norm layer of {type(model).__name__}"
             )
+        if isinstance(model, SigmaEnsemble) or any(isinstance(m, SigmaNorm) for m in model.modules()):
+            raise ValueError(
+                f"{type(model).__name__} is already a σN ensemble (its norm layers are σNorm layers); "
+                "convert the original, unconverted model"
+            )
+        custom = sorted({type(m).__name__ for m in model.modules() if _overrides_forward(m)})
+        extra = f" (norm subclasses {custom} override forward and cannot be converted)" if custom else ""
         raise ValueError(
-            f"{type(model).__name__} has no BatchNorm/LayerNorm/GroupNorm layer to convert; "
+            f"{type(model).__name__} has no BatchNorm/LayerNorm/GroupNorm layer to convert{extra}; "
             "σN-Ens replicates only norm layers, so the model needs at least one"
         )
     settings = {
@@ -297,4 +403,6 @@ def sigma_ensemble(
         "gate_init": gate_init,
         "layers": None if layers is None else list(converted),
     }
-    return SigmaEnsemble(backbone, members, converted, settings=settings)
+    ens = SigmaEnsemble(backbone, members, converted, settings=settings)
+    ens.training = model.training  # the wrapper's flag only: each layer keeps its own
+    return ens

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -107,13 +108,16 @@ def member_cross_entropy(outputs: object, targets: Tensor, *, reduction: str = "
     """Cross-entropy of every member, reduced over members: ``(1/M) Σ_m mean_b CE(z_bm, y_b(m))``.
 
     ``outputs``: logits (B, M, C) or (B, C) (anything :func:`logits_of` reads); ``targets``: (B,)
-    int64 class indices shared by the members, or (B, M) per-member rows. ``reduction="sum"`` drops
+    integer (or bool) class indices shared by the members, or (B, M) per-member rows. ``reduction="sum"`` drops
     the ``1/M``. Returns a scalar.
     """
     _check_reduction(reduction)
     z = class_members(outputs)
     b, m, c = z.shape
-    loss = F.cross_entropy(z.reshape(b * m, c), _member_targets(targets, b, m).reshape(b * m))
+    t = _member_targets(targets, b, m).reshape(b * m)
+    if not t.is_floating_point() and t.dtype != torch.long:
+        t = t.long()  # int8/16/32, uint8 or bool class indices: cross-entropy takes int64 only
+    loss = F.cross_entropy(z.reshape(b * m, c), t)
     return loss * m if reduction == "sum" else loss
 
 

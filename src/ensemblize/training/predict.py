@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from .._checks import check_choice, check_int, check_module
 from . import distributed as D
 from .data import Source, batch_bounds, call_model, check_batch, make_source, split_batch, to_device, tree_map
+from .modes import eval_mode
 from .outputs import class_members, regression_members
 from .progress import Progress
 
@@ -126,14 +127,11 @@ def _gather_outputs(model: nn.Module, data: object, o: dict[str, Any]) -> tuple[
     source = make_source(data, name="data", labels_key=o["labels_key"])
     steps = -(-source.n // batch_size) if source.shardable else source.num_batches(source.n, batch_size)
     bar = Progress(steps, desc=o["desc"], unit="batch", enabled=bool(o["progress"]) and ctx.is_main)
-    was = module.training
-    module.eval()
     try:
-        with torch.no_grad():
+        with eval_mode(module), torch.no_grad():
             local = _local_outputs(module, source, transform=o["transform"], batch_size=batch_size, device=dev,
                                    ctx=ctx, bar=bar)  # fmt: skip
     finally:
-        module.train(was)
         bar.close()
     parts = D.gather(local, ctx) if source.shardable else [local]
     indices = torch.cat([p[0] for p in parts])

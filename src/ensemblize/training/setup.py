@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from .._checks import check_bool, check_int, check_labels, check_positive
 from . import distributed as D
 from .data import IndexedSource, Source, call_model, check_batch, split_batch, to_device, tree_map
+from .modes import eval_mode
 from .optim import OPTIMIZERS, SCHEDULES, check_decay_filter, decay_filter_name
 from .outputs import (
     class_members,
@@ -69,13 +70,8 @@ def _probe(module: nn.Module, source: Source, device: torch.device) -> tuple[Any
         batch = tree_map(lambda t: t[:2], next(iter(source.batches())))
     x, y = split_batch(batch, labels_key=source.labels_key, need_labels=True, name=source.name)
     check_batch(x, None, name=source.name, num_classes=None)
-    was = module.training
-    module.eval()
-    try:
-        with torch.no_grad():
-            out = call_model(module, to_device(x, device))
-    finally:
-        module.train(was)
+    with eval_mode(module), torch.no_grad():
+        out = call_model(module, to_device(x, device))
     return out, y
 
 

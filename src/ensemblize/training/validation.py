@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from . import distributed as D
 from .data import Source, call_model, check_batch, split_batch, to_device
+from .modes import eval_mode
 from .outputs import class_members, regression_members
 from .predict import concat, sharded_batches
 
@@ -119,19 +120,14 @@ def validate(
 ) -> dict[str, Any]:
     """One validation pass in eval mode under no_grad; returns the record fields (module docstring)."""
     acc = _Accumulator(task, classify, keep=bool(val_metrics))
-    was = module.training
-    module.eval()
-    try:
-        with torch.no_grad():
-            for idx, batch in sharded_batches(source, ctx, batch_size):
-                x, y = split_batch(batch, labels_key=source.labels_key, need_labels=True, name=source.name)
-                if not source.checked_upfront:
-                    check_batch(x, y, name=source.name, num_classes=num_classes)
-                x, y = to_device(x, device), y.to(device)
-                out = call_model(module, x)
-                acc.update(idx, out, y, float(check_scalar(loss(out, y), name="loss_fn")))
-    finally:
-        module.train(was)
+    with eval_mode(module), torch.no_grad():
+        for idx, batch in sharded_batches(source, ctx, batch_size):
+            x, y = split_batch(batch, labels_key=source.labels_key, need_labels=True, name=source.name)
+            if not source.checked_upfront:
+                check_batch(x, y, name=source.name, num_classes=num_classes)
+            x, y = to_device(x, device), y.to(device)
+            out = call_model(module, x)
+            acc.update(idx, out, y, float(check_scalar(loss(out, y), name="loss_fn")))
     parts = D.gather(acc, ctx) if source.shardable else [acc]
     res, indices = _merge(parts, source.n, source.shardable)
     if val_metrics:
