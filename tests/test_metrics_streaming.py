@@ -191,3 +191,20 @@ def test_merge_equals_one_metric_fed_every_batch(data):
         assert a.merge(b).compute() == pytest.approx(whole.compute(), rel=1e-12)
     with pytest.raises(ValueError, match="cannot merge"):
         M.ECE(n_bins=7).merge(M.ECE(n_bins=5))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_streaming_calibration_accepts_half_precision_like_the_functional_form(dtype):
+    """Half-precision rows sum to 1 only within 1e-2; the stored batches must not be re-validated
+    at float64's 1e-6 when computing (they used to raise "sums to 1.0001…")."""
+    g = torch.Generator().manual_seed(3)
+    p = torch.softmax(torch.randn(64, 2, 10, generator=g) * 3, -1).to(dtype)
+    y = torch.randint(0, 10, (64,), generator=g)
+    ece, rel = M.ECE(), M.Reliability()
+    for part in (slice(0, 25), slice(25, 64)):
+        ece.update(p[part], y[part])
+        rel.update(p[part], y[part])
+    assert ece.compute() == M.ece(p, y)
+    got, want = rel.compute(), M.reliability(p, y)
+    np.testing.assert_array_equal(got.count, want.count)
+    np.testing.assert_array_equal(got.confidence, want.confidence)

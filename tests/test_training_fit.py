@@ -488,3 +488,56 @@ def test_narrow_integer_labels_train_like_int64_and_bool_labels_are_named():
     assert runs[1] == runs[0] and runs[2] == runs[0]
     with pytest.raises(ValueError, match="train labels must be integer class indices, got dtype torch.bool"):
         fit(_model(), (x, y > 0), epochs=1, **FAST)
+
+
+def test_resume_refuses_another_regularizer_or_an_anonymous_loss_that_computes_something_else(tmp_path: Path):
+    """Lambdas all share the name ``<lambda>``; the checkpoint records what they compute."""
+    from ensemblize.training.identity import callable_identity
+
+    train, val = _data()
+
+    def reg(lam):
+        return lambda m: lam * sum(p.square().sum() for p in m.parameters())
+
+    class Crash(Exception):
+        pass
+
+    def crash(epoch, record, model):
+        if epoch == 2:  # before epoch 2's checkpoint: the folder holds epoch 1
+            raise Crash
+
+    with pytest.raises(Crash):
+        fit(
+            _model(),
+            train,
+            val,
+            epochs=2,
+            checkpoint_dir=tmp_path,
+            regularizer=reg(0.01),
+            callbacks=[crash],
+            **FAST,
+        )
+    with pytest.raises(ValueError, match=r"different configuration \(regularizer: checkpoint"):
+        fit(_model(), train, val, epochs=2, checkpoint_dir=tmp_path, **FAST)
+    with pytest.raises(ValueError, match="regularizer: checkpoint '.*<lambda>#[0-9a-f]{16}' vs now"):
+        fit(_model(), train, val, epochs=2, checkpoint_dir=tmp_path, regularizer=reg(1.0), **FAST)
+    res = fit(_model(), train, val, epochs=2, checkpoint_dir=tmp_path, regularizer=reg(0.01), **FAST)
+    assert res.resumed_from_epoch == 1
+
+    other = tmp_path / "loss"
+    with pytest.raises(Crash):
+        fit(_model(), train, val, epochs=2, checkpoint_dir=other, callbacks=[crash],
+            loss_fn=lambda out, y: F.cross_entropy(out.mean(1), y), **FAST)  # fmt: skip
+    with pytest.raises(ValueError, match="loss: checkpoint"):
+        fit(_model(), train, val, epochs=2, checkpoint_dir=other, loss_fn=lambda out, y: 100 * F.cross_entropy(
+            out.mean(1), y), **FAST)  # fmt: skip
+    # identities: same computation -> same; other constants, closure values or settings -> different
+    assert callable_identity(lambda x: x * 2) == callable_identity(lambda x: x * 2)
+    assert callable_identity(lambda x: x * 2) != callable_identity(lambda x: x * 3)
+    assert callable_identity(reg(0.01)) != callable_identity(reg(0.02))
+    from ensemblize.selective import DeepGamblersLoss
+
+    dg = DeepGamblersLoss(2.0)
+    before = callable_identity(dg)
+    dg.set_epoch(3)  # run-time state is not configuration
+    assert callable_identity(dg) == before != callable_identity(DeepGamblersLoss(2.5))

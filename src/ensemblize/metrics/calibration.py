@@ -133,6 +133,11 @@ def reliability(
     n_bins = V.n_bins(n_bins)
     binning = V.choice(binning, BINNINGS, name="binning")
     p, y = _probs_and_labels(probs, labels)
+    return _reliability_checked(p, y, n_bins=n_bins, binning=binning)
+
+
+def _reliability_checked(p: np.ndarray, y: np.ndarray, *, n_bins: int, binning: str) -> ReliabilityBins:
+    """:func:`reliability` on already validated ``p̄`` (N, C) float64 and labels (N,) int64."""
     return _binned(p.max(axis=1), p.argmax(axis=1) == y, n_bins, binning)
 
 
@@ -162,6 +167,11 @@ def ece(
     binning = V.choice(binning, BINNINGS, name="binning")
     check_bool(classwise, name="classwise")
     p, y = _probs_and_labels(probs, labels)
+    return _ece_checked(p, y, n_bins=n_bins, binning=binning, classwise=classwise)
+
+
+def _ece_checked(p: np.ndarray, y: np.ndarray, *, n_bins: int, binning: str, classwise: bool) -> float:
+    """:func:`ece` on already validated ``p̄`` (N, C) float64 and labels (N,) int64."""
     n = p.shape[0]
     if not classwise:
         return _gap(_binned(p.max(axis=1), p.argmax(axis=1) == y, n_bins, binning), n)

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import _validate as V
-from .calibration import BINNINGS, accuracy, brier, ece, nll, reliability
+from .calibration import BINNINGS, _ece_checked, _reliability_checked, accuracy, brier, ece, nll, reliability
 from .diversity import ambiguity, disagreement, mutual_information, pairwise_kl
 from .ood import fpr_at_tpr, ood_aupr, ood_auroc
 from .selective import augrc, aurc, coverage_at_risk, eaurc, risk_at_coverage, risk_coverage
@@ -178,7 +178,20 @@ class _Stored(Metric):
 
 
 class _Calibration(_Stored):
-    """Keeps ``p̄`` (N, C) and labels; ``compute`` calls the functional form on all of them."""
+    """Keeps ``p̄`` (N, C) and labels; ``compute`` calls the functional form on all of them.
+
+    Each batch is validated once, at its own precision's row-sum tolerance (half precision: 1e-2),
+    and stored as float64; ``compute`` therefore runs the functional form's computation without
+    validating again (which would hold half-precision rows to the float64 tolerance).
+    """
+
+    checked: ClassVar[Callable[..., Any]]
+
+    def compute(self) -> Any:
+        """The functional form on every batch since the last ``reset``."""
+        if not self._first or not self._second:
+            raise self._missing()
+        return type(self).checked(np.concatenate(self._first), np.concatenate(self._second), **self._kwargs)
 
     def update(self, probs: Any, labels: Any) -> None:
         """Accumulate ``probs`` ``(B, C)`` or ``(B, M, C)`` (stored as ``p̄``) and ``labels`` ``(B,)``."""
@@ -193,6 +206,8 @@ class _Calibration(_Stored):
 
 
 class ECE(_Calibration, fn=ece, takes="probs, labels"):
+    checked = staticmethod(_ece_checked)
+
     def __init__(self, n_bins: int = 15, *, binning: str = "equal_width", classwise: bool = False) -> None:
         V.n_bins(n_bins)
         V.choice(binning, BINNINGS, name="binning")
@@ -200,6 +215,8 @@ class ECE(_Calibration, fn=ece, takes="probs, labels"):
 
 
 class Reliability(_Calibration, fn=reliability, takes="probs, labels"):
+    checked = staticmethod(_reliability_checked)
+
     def __init__(self, n_bins: int = 15, *, binning: str = "equal_width") -> None:
         V.n_bins(n_bins)
         V.choice(binning, BINNINGS, name="binning")

@@ -89,10 +89,12 @@ def check_decay_filter(decay_filter: object) -> None:
 
 
 def decay_filter_name(decay_filter: str | Callable) -> str:
-    """A stable name for the checkpoint configuration (the callable's qualified name)."""
+    """A stable name for the checkpoint configuration (a callable's :func:`callable_identity`)."""
     if isinstance(decay_filter, str):
         return decay_filter
-    return f"{getattr(decay_filter, '__module__', '?')}.{getattr(decay_filter, '__qualname__', repr(decay_filter))}"
+    from .identity import callable_identity
+
+    return callable_identity(decay_filter)
 
 
 def _is_gate(name: str) -> bool:

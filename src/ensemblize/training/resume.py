@@ -3,7 +3,8 @@
 A checkpoint (``epoch_NNNN.safetensors`` + ``.json``, see :mod:`ensemblize.training.state`) holds the
 model, the best weights so far, the optimiser state, the torch RNG state, the history, the
 early-stopping state and the run's configuration. The configuration includes every training
-option, the ``seed``, a fingerprint of the training and validation data
+option (the loss, regulariser and decay filter by what they compute:
+:func:`ensemblize.training.identity.callable_identity`), the ``seed``, a fingerprint of the training and validation data
 (:meth:`ensemblize.training.data.Source.fingerprint`) and a fingerprint of the model's initial
 weights (:func:`weights_fingerprint`). Resuming requires all of them to match: a different seed, data
 set, initialisation or option is a ValueError naming every differing field, e.g.
@@ -29,7 +30,7 @@ from . import state as S
 
 __all__ = ["LoopState", "weights_fingerprint", "restore", "save"]
 
-FORMAT = "ensemblize.training/2"
+FORMAT = "ensemblize.training/3"  # 3: the loss, regulariser and decay filter by what they compute
 
 
 @dataclass

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from .._checks import check_bool, check_int, check_labels, check_positive
 from . import distributed as D
 from .data import IndexedSource, Source, call_model, check_batch, split_batch, to_device, tree_map
+from .identity import callable_identity
 from .modes import eval_mode
 from .optim import OPTIMIZERS, SCHEDULES, check_decay_filter, decay_filter_name
 from .outputs import (
@@ -251,7 +252,8 @@ def make_run(o: dict, module: nn.Module, train: Source, val: Source | None, devi
         "decay_filter": decay_filter_name(o["decay_filter"]),
         **_gate_lr_config(o["gate_lr_scale"]),
         "monitor": monitor,
-        "loss": getattr(info["loss"], "__qualname__", type(info["loss"]).__name__),
+        "loss": callable_identity(info["loss"]),
+        "regularizer": None if o["regularizer"] is None else callable_identity(o["regularizer"]),
         "world_size": ctx.world_size,
         "n_train": train.n,
         "n_val": val.n if val is not None else None,
