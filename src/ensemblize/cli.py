@@ -459,6 +459,15 @@ def tune(
     seed: int = typer.Option(0, "--seed", min=0, help="Split, sampler and model seed."),
     out: Path = typer.Option(..., "--out", help="Folder for the model, trials.csv and report.json / .md."),
     threads: int = typer.Option(1, "--threads", min=1, help="torch intra-op threads."),
+    storage: Optional[str] = typer.Option(  # noqa: UP045
+        None,
+        "--storage",
+        help="Share one study across processes or machines: a journal file path (shared file system) "
+        "or an RDB URL such as postgresql://user@host/db; every process runs this same command.",
+    ),
+    study_name: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--study-name", help="The shared study's name (default with --storage: the CSV file's stem)."
+    ),
 ) -> None:
     """Tune a LoMETab estimator on TABLE.csv within a time budget; write the fitted model and a report."""
     if not _is_rank_0():
@@ -478,14 +487,21 @@ def tune(
     if not table.is_file():
         raise typer.BadParameter(f"{table} is not a file", param_hint="'TABLE'")
     torch.set_num_threads(threads)
+    if storage is not None and study_name is None:
+        study_name = table.stem
     try:
         report = tune_csv(
-            table, target=target, out=out, time_budget=time_budget, n_trials=trials, task=task, seed=seed
-        )
-    except ValueError as exc:
-        if "target column" not in str(exc):
-            raise
-        raise typer.BadParameter(str(exc), param_hint="'--target'") from None
+            table, target=target, out=out, time_budget=time_budget, n_trials=trials, task=task, seed=seed,
+            storage=storage, study_name=study_name, echo=typer.echo,
+        )  # fmt: skip
+    except ImportError as exc:
+        typer.echo(f"ensemblize tune: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except (ValueError, TypeError, RuntimeError) as exc:
+        if "target column" in str(exc):
+            raise typer.BadParameter(str(exc), param_hint="'--target'") from None
+        typer.echo(f"ensemblize tune: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(1) from None
     typer.echo(f"best {report['metric']} {report['best_value']:.4f} with {report['best_params']}")
     typer.echo(f"test: {report['test']}")
     typer.echo(f"wrote {report['model']} and {out / 'report.md'}")

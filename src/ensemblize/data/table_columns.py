@@ -144,7 +144,8 @@ def _canonical(v: object, kind: str) -> str:
 def category_values(col: pd.Series, kind: str) -> tuple[np.ndarray, np.ndarray]:
     """``col`` read as categories of ``kind``: (canonical strings, object ``(N,)``; missing mask ``(N,)``).
 
-    Missing entries (``None``, NaN, NaT, ``pd.NA``) are ``None`` in the first array. Distinct raw
+    Missing entries (``None``, NaN, NaT, ``pd.NA``) are ``None`` in the first array; an observed
+    value spelled like the missing category is escaped (:func:`_escape_missing`). Distinct raw
     values are canonicalised once each (``pd.factorize``), so the cost is one pass over the rows.
     """
     check_choice(kind, tuple(CATEGORY_KINDS), name="kind")
@@ -155,9 +156,17 @@ def category_values(col: pd.Series, kind: str) -> tuple[np.ndarray, np.ndarray]:
     out = np.full(len(raw), None, dtype=object)
     codes, uniques = pd.factorize(raw[~missing])
     if len(uniques):
-        canon = np.asarray([_canonical(v, kind) for v in uniques], dtype=object)
+        canon = np.asarray([_escape_missing(_canonical(v, kind)) for v in uniques], dtype=object)
         out[~missing] = canon[codes]
     return out, missing
+
+
+def _escape_missing(text: str) -> str:
+    """An observed value spelled like the missing category (``"<missing>"``, ``"<<missing>"``, …) gets
+    one more ``<``, so a literal value can never be read as — or collide with — a missing one."""
+    if text.endswith("missing>") and text[: -len("missing>")] and set(text[: -len("missing>")]) == {"<"}:
+        return "<" + text
+    return text
 
 
 def _unparsed(col: pd.Series, parsed: pd.Series, what: str) -> ValueError | None:

@@ -297,9 +297,7 @@ class TabularPreprocessor:
         if n < _ID_MIN_ROWS:
             return
         for c in X.columns:
-            if c in numeric and (
-                pd.api.types.is_float_dtype(X[c].dtype) or self.numeric_kinds_.get(c) != "number"
-            ):
+            if c in numeric and (not _integer_coded(X[c]) or self.numeric_kinds_.get(c) != "number"):
                 continue  # continuous measurements and timestamps are often all distinct
             if c not in numeric and c not in cats:  # pragma: no cover - every column is one or the other
                 continue
@@ -599,6 +597,13 @@ class TabularPreprocessor:
             f"categorical={len(self.categorical_)}, indicators={len(self.indicators_)}, "
             f"out={self.n_features_out_}, dropped={list(self.dropped_)})"
         )
+
+
+def _integer_coded(col: pd.Series) -> bool:
+    """An integer dtype, or an ``object`` column of Python / NumPy integers (IDs look like this)."""
+    if pd.api.types.is_integer_dtype(col.dtype):
+        return True
+    return pd.api.types.is_object_dtype(col.dtype) and pd.api.types.infer_dtype(col, skipna=True) == "integer"
 
 
 def _target_moments(y: np.ndarray) -> tuple[float, float]:

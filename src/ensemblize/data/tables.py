@@ -19,7 +19,8 @@ Column types (the rule)
 -----------------------
 A feature column is **numeric** when its pandas dtype is numeric and not boolean — integer columns
 with few distinct values *stay numeric* — or a datetime / timedelta dtype (these become numbers of
-seconds in :mod:`ensemblize.data.table_preprocessing`); everything else (object, string,
+seconds in :mod:`ensemblize.data.table_preprocessing`), or an ``object`` column of numbers that are
+not all integers (a continuous column boxed as Python objects); everything else (object, string,
 category, bool) is **categorical**. ``categorical=[...]`` forces further columns to be categorical
 (e.g. integer codes).
 
@@ -320,8 +321,12 @@ def detect_column_types(X: pd.DataFrame, *, categorical: Sequence[str] = ()) -> 
     """Split ``X``'s columns into (numeric, categorical) by the module's rule.
 
     Numeric: a numeric, non-boolean pandas dtype (integers with few distinct values stay numeric),
-    or a datetime / timedelta column (see :func:`ensemblize.data.table_columns.time_kind`). Categorical: object, string,
-    category and bool dtypes, plus every column named in ``categorical``. Column order is preserved.
+    an ``object`` column of real numbers that are not all integers (:func:`_object_of_numbers`),
+    or a datetime / timedelta
+    column (see :func:`ensemblize.data.table_columns.time_kind`). Categorical: other object, string,
+    category and bool columns (strings are never parsed as numbers here: ``"1.5"`` or a ``"?"``
+    marker keep a column categorical), plus every column named in ``categorical``. A complex
+    column is a ValueError. Column order is preserved.
     """
     if not isinstance(X, pd.DataFrame):
         raise TypeError(f"X must be a pandas DataFrame, got {type(X).__name__}")
@@ -332,11 +337,28 @@ def detect_column_types(X: pd.DataFrame, *, categorical: Sequence[str] = ()) -> 
     numeric, cats = [], []
     for col in X.columns:
         dtype = X[col].dtype
+        if pd.api.types.is_complex_dtype(dtype):
+            raise ValueError(f"column {col!r} has complex dtype {dtype}; complex data is not supported")
         is_num = (
-            pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
-        ) or time_kind(X[col]) is not None
+            (pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype))
+            or time_kind(X[col]) is not None
+            or _object_of_numbers(X[col])
+        )
         (numeric if is_num and col not in forced else cats).append(col)
     return numeric, cats
+
+
+def _object_of_numbers(col: pd.Series) -> bool:
+    """An ``object`` column whose non-missing values are real numbers, at least one not an integer.
+
+    Such a column is what ``df.astype(object)``, a row-wise constructor or a mixed-type source
+    gives for measurements; reading it as categories would one-hot every distinct value. An
+    ``object`` column of integers only stays categorical (integer codes, canonicalised so that
+    ``2``, ``2.0`` and ``"2"`` are one category).
+    """
+    if not pd.api.types.is_object_dtype(col.dtype) or not col.notna().any():
+        return False
+    return pd.api.types.infer_dtype(col, skipna=True) in ("floating", "mixed-integer-float")
 
 
 def _infer_task(y: pd.Series) -> str:

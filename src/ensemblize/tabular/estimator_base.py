@@ -73,6 +73,8 @@ _FORMAT = 2
 CALIBRATIONS = ("temperature", "none")
 """A classifier's post-hoc calibration on its validation split: one temperature, or none."""
 _PREDICT_BATCH = 4096
+_MIN_CALIBRATION_ROWS = 20
+"""Below this many validation rows a fitted temperature is flagged with a warning."""
 LOAD_LIMITS = {
     "members": 4096,
     "n_networks": 1024,
@@ -333,7 +335,29 @@ class TabularEnsembleEstimator(TablePipeline):
         return label + ")"
 
     def _fit_temperature(self, x_va: torch.Tensor, t_va: torch.Tensor) -> float:
-        """``T = argmin_T NLL(mean_k softmax(z_k / T), y)`` on the validation split (the trained members)."""
+        """``T = argmin_T NLL(mean_k softmax(z_k / T), y)`` on the validation split (the trained members).
+
+        A validation split with a single class cannot calibrate (the NLL falls as ``T → 0``): ``T``
+        stays 1 with a warning. Fewer than ``_MIN_CALIBRATION_ROWS`` rows: fitted, with a warning.
+        """
+        n, present = len(t_va), int(torch.unique(t_va).numel())
+        if present < 2:
+            warnings.warn(
+                f"calibration='temperature': the {n} validation row(s) hold a single class, which cannot "
+                "calibrate a temperature; keeping T = 1 (pass an eval_set with several classes, or "
+                "calibration='none')",
+                UserWarning,
+                stacklevel=4,
+            )
+            return 1.0
+        if n < _MIN_CALIBRATION_ROWS:
+            warnings.warn(
+                f"calibration='temperature' is fitted on only {n} validation rows; the temperature may "
+                f"be unreliable below {_MIN_CALIBRATION_ROWS} (pass a larger eval_set or "
+                "calibration='none')",
+                UserWarning,
+                stacklevel=4,
+            )
         z = predict_members(self.model_, x_va, batch_size=_PREDICT_BATCH)
         t = fit_temperature(z, t_va.long())
         if not (np.isfinite(t) and t > 0):
@@ -346,7 +370,11 @@ class TabularEnsembleEstimator(TablePipeline):
         self.bins_ = None
         if self.embedding == "piecewise" and n_num:
             if self.n_bins_ < 2:
-                raise ValueError(f"piecewise embeddings need at least 3 training rows, got {len(x_tr)}")
+                raise ValueError(
+                    f"piecewise embeddings need at least 3 training rows, got {len(x_tr)} after the "
+                    "validation rows were held out (val_fraction); pass more rows, eval_set=(X_val, y_val) "
+                    "or embedding='linear'"
+                )
             self.bins_ = safe_bins(
                 x_tr[:, :n_num],
                 t_tr,
@@ -385,6 +413,8 @@ class TabularEnsembleEstimator(TablePipeline):
             params["random_state"] = None  # a RandomState object is not JSON; seed_ records the draw
         elif params["random_state"] is not None:
             params["random_state"] = int(params["random_state"])
+        if isinstance(params.get("device"), torch.device):
+            params["device"] = str(params["device"])
         names = getattr(self, "feature_names_in_", None)
         meta = {
             "kind": type(self).__name__,
@@ -408,8 +438,15 @@ class TabularEnsembleEstimator(TablePipeline):
         }
         if not self._regression:
             meta["temperature"] = self.temperature_
-            meta["classes"] = self.classes_.tolist()
+            timelike = self.classes_.dtype.kind in "mM"  # datetime64 / timedelta64: saved as int64 ticks
+            meta["classes"] = (self.classes_.view(np.int64) if timelike else self.classes_).tolist()
             meta["classes_dtype"] = self.classes_.dtype.str if self.classes_.dtype != object else "object"
+            odd = [c for c in meta["classes"] if not isinstance(c, (str, int, float, bool))]
+            if odd:
+                raise ValueError(
+                    f"cannot save class labels of type {type(odd[0]).__name__} (e.g. {odd[0]!r}) as JSON; "
+                    "map the labels to strings or integers before fit"
+                )
         return save_checkpoint(Path(path), tensors, meta)
 
     @classmethod
@@ -435,7 +472,12 @@ class TabularEnsembleEstimator(TablePipeline):
         est.preprocessor_ = TabularPreprocessor.from_state(meta["preprocessor"], prep_arrays)
         if not cls._regression:
             dtype = meta["classes_dtype"]
-            est.classes_ = np.asarray(meta["classes"], dtype=object if dtype == "object" else np.dtype(dtype))
+            if dtype != "object" and np.dtype(dtype).kind in "mM":
+                est.classes_ = np.asarray(meta["classes"], dtype=np.int64).view(np.dtype(dtype))
+            else:
+                est.classes_ = np.asarray(
+                    meta["classes"], dtype=object if dtype == "object" else np.dtype(dtype)
+                )
         est.n_features_in_ = check_int(meta["n_features_in"], name="saved n_features_in", minimum=1)
         if meta["feature_names_in"] is not None:
             est.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)

@@ -52,6 +52,10 @@ def as_frame(X: Any, *, name: str) -> pd.DataFrame:
                 f"{name} has MultiIndex columns (e.g. {X.columns[0]!r}); flatten them first, e.g. "
                 "X.columns = ['_'.join(map(str, c)) for c in X.columns]"
             )
+        names = [str(c) for c in X.columns]
+        if len(set(names)) != len(names):
+            dup = sorted({c for c in names if names.count(c) > 1})
+            raise ValueError(f"{name} has duplicate column names {dup}; give every column its own name")
         return X
     if isinstance(X, torch.Tensor):
         X = X.detach().cpu().numpy()
@@ -99,6 +103,10 @@ def as_target(y: Any, *, name: str, n: int) -> np.ndarray:
         raise ValueError(f"{name} must be 1-D (n_samples,), got shape {arr.shape}")
     if len(arr) != n:
         raise ValueError(f"{name} has {len(arr)} entries but X has {n} rows")
+    if arr.dtype == object and len(arr):
+        inferred = pd.Series(arr).infer_objects()  # numbers held in an object array -> their dtype
+        if pd.api.types.is_numeric_dtype(inferred.dtype) and not pd.api.types.is_bool_dtype(inferred.dtype):
+            arr = inferred.to_numpy()
     if np.iscomplexobj(arr):
         raise ValueError(f"{name} has complex dtype {arr.dtype}; Complex data not supported")
     if pd.isna(arr).any():

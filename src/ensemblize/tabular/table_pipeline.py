@@ -59,6 +59,32 @@ def estimator_init(defaults: dict[str, Any]):
     return __init__
 
 
+def _align_columns(frame: pd.DataFrame, columns: list[str], *, name: str, fitted_as: str) -> pd.DataFrame:
+    """``frame``'s columns matched to the fitted ``columns`` (strings) by name, in the fitted order.
+
+    Names compare as strings, so integer column names (which scikit-learn's own name check skips)
+    are matched by name too: a reordered frame is put back in order, never read by position. A frame
+    whose names are not the fitted ones is read by position only when none of them is a fitted name
+    (e.g. a frame built from an array after fitting on an array); a partial match is a ValueError
+    naming the missing and unexpected columns.
+    """
+    names = [str(c) for c in frame.columns]
+    if names == columns:
+        return frame if all(isinstance(c, str) for c in frame.columns) else frame.set_axis(names, axis=1)
+    if len(set(names)) != len(names):
+        dup = sorted({c for c in names if names.count(c) > 1})
+        raise ValueError(f"{name} has duplicate column names {dup}")
+    if set(names) == set(columns):
+        return frame.set_axis(names, axis=1)[columns]
+    missing = [c for c in columns if c not in names]
+    unexpected = [c for c in names if c not in columns]
+    if len(missing) == len(columns):
+        return frame.set_axis(columns, axis=1)  # no shared name: by position
+    raise ValueError(
+        f"{name} does not match the columns of {fitted_as}: missing {missing}, unexpected {unexpected}"
+    )
+
+
 class TablePipeline(BaseEstimator):
     """Input checks, validation split and preprocessing shared by the tabular estimators (module docstring)."""
 
@@ -137,8 +163,12 @@ class TablePipeline(BaseEstimator):
 
         n = len(frame)
         n_val = max(1, int(round(self.val_fraction * n)))
-        if n_val >= n:
-            raise ValueError(f"val_fraction={self.val_fraction} leaves no training rows out of {n}")
+        if n - n_val < 2:
+            raise ValueError(
+                f"X has {n} rows; holding out val_fraction={self.val_fraction} ({n_val} row(s)) for "
+                f"validation leaves {n - n_val} training row(s), fewer than 2; pass more rows or "
+                "eval_set=(X_val, y_val)"
+            )
         strat = None
         if not self._regression:
             _, counts = np.unique(yarr, return_counts=True)
@@ -152,9 +182,9 @@ class TablePipeline(BaseEstimator):
         frame = as_frame(X_val, name="eval_set X")
         if frame.shape[1] != train_frame.shape[1]:
             raise ValueError(f"eval_set X has {frame.shape[1]} features, but X has {train_frame.shape[1]}")
-        if not isinstance(X_val, pd.DataFrame) or any(not isinstance(c, str) for c in frame.columns):
-            frame = frame.set_axis(list(train_frame.columns), axis=1)
-        return frame
+        if not isinstance(X_val, pd.DataFrame):
+            return frame.set_axis(list(train_frame.columns), axis=1)
+        return _align_columns(frame, list(train_frame.columns), name="eval_set X", fitted_as="X")
 
     def _encode_y(self, y: np.ndarray, *, name: str) -> np.ndarray:
         """Target -> int64 class indices or float32 standardised values, errors naming ``name``."""
@@ -181,9 +211,10 @@ class TablePipeline(BaseEstimator):
         validate_data(self, probe, reset=False, skip_check_array=True)  # feature names / count
         if len(frame) == 0:
             raise ValueError(f"X has 0 rows (shape {frame.shape}); predicting needs at least 1 sample")
-        if list(map(str, frame.columns)) != self.preprocessor_.columns_:
-            frame = frame.set_axis(self.preprocessor_.columns_, axis=1)  # positional (arrays)
-        return frame
+        columns = self.preprocessor_.columns_
+        if not isinstance(X, pd.DataFrame):
+            return frame.set_axis(columns, axis=1)  # an array: by position
+        return _align_columns(frame, columns, name="X", fitted_as="the training X")
 
     @staticmethod
     def _index(X: Any) -> pd.Index | None:

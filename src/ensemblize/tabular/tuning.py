@@ -178,7 +178,13 @@ def _take(a: Any, idx: np.ndarray) -> Any:
 def _split(
     X: Any, y: Any, *, val_fraction: float, seed: int, classify: bool
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded (tuning-train, validation) row indices, stratified for classification where possible."""
+    """Seeded (first, second) row indices — (tuning-train, validation) or (rest, test) — stratified
+    for classification where possible.
+
+    For classification, the rows of a class seen only once always go to the first part: a class
+    the model never trains on could not be predicted, and its one row in a validation split would
+    make that class unknown to the trial's estimator. ``val_fraction`` is a share of all rows.
+    """
     from sklearn.model_selection import train_test_split
 
     yarr = np.asarray(y)
@@ -186,15 +192,22 @@ def _split(
     if len(X) != n:
         raise ValueError(f"X has {len(X)} rows but y has {n} entries")
     n_val = int(round(val_fraction * n))
-    if n_val < 1 or n_val >= n:
-        raise ValueError(f"val_fraction={val_fraction} leaves {n_val} validation rows out of {n}")
+    pool, kept = np.arange(n), np.arange(0)
     strat = None
     if classify:
-        _, counts = np.unique(yarr, return_counts=True)
-        if counts.min() >= 2 and min(n_val, n - n_val) >= len(counts):
-            strat = yarr
-    tr, va = train_test_split(np.arange(n), test_size=n_val, random_state=seed, stratify=strat)
-    return np.sort(tr), np.sort(va)
+        _, inverse, counts = np.unique(yarr, return_inverse=True, return_counts=True)
+        single = counts[inverse] < 2
+        pool, kept = np.flatnonzero(~single), np.flatnonzero(single)
+        left = counts[counts >= 2]
+        if len(left) and min(n_val, len(pool) - n_val) >= len(left):
+            strat = yarr[pool]
+    if n_val < 1 or n_val >= len(pool):
+        raise ValueError(
+            f"val_fraction={val_fraction} leaves {n_val} validation rows out of {n}"
+            + (f" ({len(kept)} row(s) of classes seen once stay in training)" if len(kept) else "")
+        )
+    tr, va = train_test_split(pool, test_size=n_val, random_state=seed, stratify=strat)
+    return np.sort(np.concatenate([tr, kept])), np.sort(va)
 
 
 def _score(estimator: Any, X: Any, y: Any, metric: str) -> float:
@@ -348,6 +361,63 @@ def _make_study(*, storage, study_name, direction, seed, pruner):
     )
 
 
+_IDENTITY_KEY = "ensemblize.tune"
+
+
+def _study_identity(estimator, X, y, *, metric, val_fraction, seed, space) -> dict[str, Any]:
+    """What makes two :func:`tune` calls the same study: objective, estimator, data, split, space."""
+    import hashlib
+
+    import pandas as pd
+
+    from ensemblize.tabular.inputs import as_frame
+
+    frame = as_frame(X, name="X")
+    h = hashlib.sha256()
+    h.update(pd.util.hash_pandas_object(frame.rename(columns=str), index=False).to_numpy().tobytes())
+    h.update(pd.util.hash_pandas_object(pd.Series(np.asarray(y)), index=False).to_numpy().tobytes())
+    names = sorted(space) if isinstance(space, Mapping) else f"callable {getattr(space, '__qualname__', '?')}"
+    return {
+        "metric": metric,
+        "direction": METRICS[metric],
+        "estimator": f"{type(estimator).__module__}.{type(estimator).__qualname__}",
+        "data": f"{frame.shape[0]}x{frame.shape[1]}:{h.hexdigest()[:16]}",
+        "val_fraction": val_fraction,
+        "seed": seed,
+        "search_space": names,
+    }
+
+
+def _claim_study(study: Any, identity: dict[str, Any]) -> None:
+    """Record ``identity`` on a new study; refuse a loaded one that was made for something else.
+
+    A shared study is found by name only, so a second call with another metric, estimator, data set
+    or search space would otherwise mix its trials with the first one's (and read a log-loss as an
+    accuracy when the stored direction differs).
+    """
+    stored_direction = study.direction.name.lower()
+    saved = study.user_attrs.get(_IDENTITY_KEY)
+    if saved is None:
+        if stored_direction != identity["direction"] and study.get_trials(deepcopy=False):
+            raise ValueError(
+                f"study {study.study_name!r} optimises in direction {stored_direction!r}, but metric "
+                f"{identity['metric']!r} needs {identity['direction']!r}; use another study_name"
+            )
+        study.set_user_attr(_IDENTITY_KEY, identity)
+        return
+    diff = [
+        f"{k}: study {saved.get(k)!r} vs now {v!r}"
+        for k, v in identity.items()
+        if (list(saved[k]) if isinstance(saved.get(k), (list, tuple)) else saved.get(k))
+        != (list(v) if isinstance(v, (list, tuple)) else v)
+    ]
+    if diff:
+        raise ValueError(
+            f"study {study.study_name!r} in this storage was created for another tuning job "
+            f"({'; '.join(diff)}); use another study_name, or the same settings and data to join it"
+        )
+
+
 def _run_trials(study: Any, objective: Callable, *, n_trials: int | None, timeout: float | None) -> None:
     """Start trials one at a time while the study has < ``n_trials`` trials and time is left."""
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -457,6 +527,10 @@ def tune(
     study = _make_study(
         storage=storage, study_name=study_name, direction=METRICS[metric], seed=seed, pruner=pruner
     )
+    _claim_study(
+        study,
+        _study_identity(estimator, X, y, metric=metric, val_fraction=val_fraction, seed=seed, space=space),
+    )
     ran: list[int] = []
 
     def objective(trial: Any) -> float:
@@ -526,14 +600,46 @@ def parse_duration(text: str | float | int) -> float:
 def _infer_task(y, *, target: str, task: str) -> str:
     import pandas as pd
 
-    if check_choice(task, ("auto", "classification", "regression"), name="task") != "auto":
+    if check_choice(task, ("auto", "classification", "regression"), name="task") == "regression":
+        if not pd.api.types.is_numeric_dtype(y) or pd.api.types.is_bool_dtype(y):
+            raise ValueError(
+                f"target column {target!r} is not numeric (dtype {y.dtype}); --task regression needs numbers"
+            )
         return task
+    if task == "classification":
+        if pd.api.types.is_float_dtype(y) and not np.all(y.to_numpy() == np.round(y.to_numpy())):
+            raise ValueError(
+                f"target column {target!r} holds fractional numbers (e.g. {y[y != np.round(y)].iloc[0]!r}); "
+                "--task classification needs class labels"
+            )
+        if y.nunique() < 2:
+            raise ValueError(f"target column {target!r} has a single value {y.iloc[0]!r}; nothing to learn")
+        return task
+    if y.nunique() < 2:
+        raise ValueError(f"target column {target!r} has a single value {y.iloc[0]!r}; nothing to learn")
     numeric = pd.api.types.is_numeric_dtype(y) and not pd.api.types.is_bool_dtype(y)
-    if numeric and (pd.api.types.is_float_dtype(y) or y.nunique() > 20):
-        return "regression"
-    if not numeric or y.nunique() >= 2:
+    if not numeric:
         return "classification"
-    raise ValueError(f"target column {target!r} has a single value; nothing to learn")
+    values = y.to_numpy(dtype=np.float64)
+    integral = bool(np.all(values == np.round(values)))
+    if integral and y.nunique() <= _MAX_AUTO_CLASSES:
+        return "classification"
+    return "regression"
+
+
+_MAX_AUTO_CLASSES = 20
+"""``--task auto``: a numeric target whose values are all whole numbers with at most this many
+distinct values is read as class labels; any other numeric target is regression."""
+
+
+def _task_rule(y, task: str) -> str:
+    """One line saying how ``task`` was chosen for target ``y`` (printed by ``ensemblize tune``)."""
+    n = int(y.nunique())
+    return (
+        f"task: {task} (target has {n} distinct value(s); --task auto reads whole numbers with at most "
+        f"{_MAX_AUTO_CLASSES} distinct values and non-numeric targets as classes, other numbers as "
+        "regression; pass --task to override)"
+    )
 
 
 def _default_estimator(task: str, seed: int):
@@ -549,7 +655,16 @@ def _test_scores(est, X, y, task: str, y_train) -> dict[str, float]:
     if task == "regression":
         rmse = _score(est, X, y, "rmse")
         return {"rmse": rmse, "rmse_over_train_std": rmse / float(np.std(np.asarray(y_train, float)))}
-    return {"accuracy": _score(est, X, y, "accuracy"), "log_loss": _score(est, X, y, "log_loss")}
+    yarr = np.asarray(y)
+    seen = np.isin(yarr, np.asarray(est.classes_))
+    scores = {"accuracy": float(np.mean(np.asarray(est.predict(X)) == yarr))}
+    if seen.all():
+        scores["log_loss"] = _score(est, X, y, "log_loss")
+    else:  # a class absent from training has probability 0: log-loss on the other rows, said so
+        rows = np.flatnonzero(seen)
+        scores["log_loss_seen_classes"] = _score(est, _take(X, rows), yarr[rows], "log_loss")
+        scores["test_rows_of_unseen_classes"] = int((~seen).sum())
+    return scores
 
 
 def _markdown_table(frame) -> str:
@@ -597,6 +712,7 @@ def tune_csv(
     study_name: str | None = None,
     seed: int = 0,
     estimator: Any = None,
+    echo: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Tune a LoMETab estimator on a CSV file; write the fitted model and a report into ``out``.
 
@@ -613,12 +729,14 @@ def tune_csv(
         out: output folder (created).
         time_budget: ``"10m"``, ``"1h"``, seconds …; no new trial starts after it.
         n_trials: trial budget (either or both of ``time_budget`` / ``n_trials``).
-        task: ``"auto"`` (float target or > 20 distinct numbers: regression), ``"classification"``
-            or ``"regression"``.
+        task: ``"auto"`` (non-numeric labels, or whole numbers with at most 20 distinct values:
+            classification; other numbers: regression), ``"classification"`` or ``"regression"``.
         test_fraction: share of rows held out as the test set.
         storage, study_name: join a shared study (see :func:`tune`).
         seed: split, sampler and model seed.
         estimator: an estimator to tune instead of the default LoMETab one.
+        echo: called with one line saying which task was chosen and why, before tuning starts
+            (the command line prints it).
     """
     import pandas as pd
 
@@ -626,17 +744,27 @@ def tune_csv(
 
     t0 = time.perf_counter()
     timeout = None if time_budget is None else parse_duration(time_budget)
-    frame = pd.read_csv(path)
+    try:
+        frame = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path} is empty: expected a header row and data rows") from None
     if target not in frame.columns:
         raise ValueError(f"target column {target!r} is not in {path} (columns: {list(frame.columns)})")
+    if len(frame) == 0:
+        raise ValueError(f"{path} has a header but no data rows")
     y = frame[target]
     if y.isna().any():
         raise ValueError(f"target column {target!r} has {int(y.isna().sum())} missing value(s) (NaN)")
     X = frame.drop(columns=[target])
     task = _infer_task(y, target=target, task=task)
+    if echo is not None:
+        echo(_task_rule(y, task))
+    test_fraction = check_fraction(test_fraction, name="test_fraction")
     est = _default_estimator(task, seed) if estimator is None else estimator
-    rest, test = _split(X, y, val_fraction=check_fraction(test_fraction, name="test_fraction"),
-                        seed=seed, classify=task == "classification")  # fmt: skip
+    try:
+        rest, test = _split(X, y, val_fraction=test_fraction, seed=seed, classify=task == "classification")
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("val_fraction=", "test_fraction=")) from None
     Xr, yr = X.iloc[rest], y.iloc[rest]
     res = tune(est, Xr, yr, n_trials=n_trials, timeout=timeout, storage=storage,
                study_name=study_name, seed=seed)  # fmt: skip

@@ -1,0 +1,252 @@
+"""Raw-table edge cases a new user meets: number columns of dtype object, integer column names,
+duplicate names, literal "<missing>" values, tiny validation splits, JSON-unfriendly parameters,
+shared tuning studies made for another job, rare classes, and the ``tune`` command's errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from ensemblize.tabular import LoMETabClassifier, LoMETabRegressor
+
+TINY = {"members": 2, "n_blocks": 1, "d_block": 16, "max_epochs": 3, "patience": 2, "n_networks": 1}
+
+
+def _frame(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n), "s": rng.choice(["u", "v", "w"], n)})
+    y = (X["a"] + 0.5 * (X["s"] == "u") > 0).astype(int).to_numpy()
+    return X, y
+
+
+# ------------------------------------------------------------------------------------------ columns
+def test_an_object_column_of_numbers_is_numeric_not_one_category_per_value():
+    X, y = _frame()
+    plain = LoMETabClassifier(**TINY, random_state=0).fit(X, y)
+    as_object = X.assign(a=X["a"].astype(object))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no identifier warning for a continuous column
+        boxed = LoMETabClassifier(**TINY, random_state=0).fit(as_object, y)
+    assert boxed.preprocessor_.categorical_ == ["s"]
+    np.testing.assert_array_equal(boxed.predict_proba(as_object), plain.predict_proba(X))
+    # strings stay categories: they are never parsed as numbers here
+    strings = LoMETabClassifier(**TINY, random_state=0).fit(X.assign(a=X["a"].round(1).astype(str)), y)
+    assert "a" in strings.preprocessor_.categorical_
+
+
+def test_a_complex_column_is_an_error_naming_it():
+    X, y = _frame()
+    with pytest.raises(ValueError, match="column 'p' has complex dtype"):
+        LoMETabClassifier(**TINY).fit(X.assign(p=np.ones(len(X)) * 1j), y)
+
+
+def test_integer_column_names_are_matched_by_name_at_predict_and_in_eval_set():
+    X, y = _frame()
+    Xi = X.set_axis([0, 1, 2], axis=1)
+    est = LoMETabClassifier(**TINY, random_state=0).fit(Xi, y, eval_set=(Xi[[2, 0, 1]].iloc[:30], y[:30]))
+    ref = LoMETabClassifier(**TINY, random_state=0).fit(Xi, y, eval_set=(Xi.iloc[:30], y[:30]))
+    np.testing.assert_array_equal(est.predict_proba(Xi), ref.predict_proba(Xi))
+    np.testing.assert_array_equal(est.predict_proba(Xi[[1, 0, 2]]), est.predict_proba(Xi))
+    with pytest.raises(ValueError, match=r"does not match the columns.*missing \['2'\], unexpected \['7'\]"):
+        est.predict_proba(Xi.set_axis([0, 1, 7], axis=1))
+    # a frame sharing no name with the fitted (array) columns is read by position, as before
+    arr = LoMETabClassifier(**TINY, random_state=0).fit(X[["a", "b"]].to_numpy(), y)
+    np.testing.assert_array_equal(
+        arr.predict_proba(pd.DataFrame(X[["a", "b"]].to_numpy())), arr.predict_proba(X[["a", "b"]].to_numpy())
+    )
+
+
+def test_eval_set_columns_are_named_as_eval_set_and_duplicates_are_refused():
+    X, y = _frame()
+    with pytest.raises(ValueError, match=r"eval_set X does not match the columns of X: missing \['a'\]"):
+        LoMETabClassifier(**TINY).fit(X, y, eval_set=(X.rename(columns={"a": "z"}), y))
+    with pytest.raises(ValueError, match=r"X has duplicate column names \['a'\]"):
+        LoMETabClassifier(**TINY).fit(pd.concat([X, X[["a"]]], axis=1), y)
+
+
+def test_a_literal_missing_marker_is_its_own_category():
+    n = 40
+    y = np.arange(n) % 2
+    X = pd.DataFrame({"c": ["<missing>"] * 12 + [None] * 12 + ["a"] * 16, "x": np.arange(n, dtype=float)})
+    est = LoMETabClassifier(**TINY, random_state=0).fit(X, y)
+    assert est.preprocessor_.categories_["c"] == ["<<missing>", "a", "<missing>"]
+    only_literal = LoMETabClassifier(**TINY, random_state=0).fit(X.fillna("a"), y)
+    one = pd.DataFrame({"c": ["<missing>"], "x": [3.0]})
+    blank = pd.DataFrame({"c": [None], "x": [3.0]})
+    assert not np.array_equal(only_literal.predict_proba(one), only_literal.predict_proba(blank))
+
+
+# ------------------------------------------------------------------------------------------ targets
+def test_an_object_target_of_integers_is_read_as_integers():
+    X, y = _frame()
+    est = LoMETabClassifier(**TINY, random_state=0).fit(X, pd.Series(y, dtype=object))
+    assert est.classes_.dtype.kind == "i"
+    ref = LoMETabClassifier(**TINY, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(est.predict_proba(X), ref.predict_proba(X))
+
+
+def test_too_few_rows_say_what_the_validation_split_took():
+    X, y = _frame(3)
+    with pytest.raises(ValueError, match=r"X has 2 rows; holding out val_fraction=0.2 \(1 row\(s\)\)"):
+        LoMETabRegressor(**TINY).fit(X.iloc[:2], [0.0, 1.0])
+    with pytest.raises(ValueError, match="at least 3 training rows, got 2 after the validation rows"):
+        LoMETabRegressor(**TINY).fit(X, [0.0, 1.0, 2.0])
+
+
+def test_temperature_on_a_single_class_validation_split_stays_one_and_small_splits_warn():
+    X, y = _frame()
+    with pytest.warns(UserWarning, match="hold a single class.*keeping T = 1"):
+        est = LoMETabClassifier(**TINY, random_state=0, calibration="temperature").fit(
+            X, y, eval_set=(X.iloc[:2], [0, 0])
+        )
+    assert est.temperature_ == 1.0
+    with pytest.warns(UserWarning, match="fitted on only 6 validation rows"):
+        LoMETabClassifier(**TINY, random_state=0, calibration="temperature").fit(
+            X, y, eval_set=(X.iloc[:6], [0, 1, 0, 1, 0, 1])
+        )
+
+
+def test_save_takes_a_torch_device_and_names_labels_json_cannot_hold(tmp_path):
+    X, y = _frame()
+    est = LoMETabClassifier(**TINY, random_state=0, device=torch.device("cpu")).fit(X, y)
+    back = LoMETabClassifier.load(est.save(tmp_path / "m"))
+    assert back.device == "cpu"
+    np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))
+    days = np.array(["2020-01-01", "2020-01-02"], dtype="datetime64[us]")[y]
+    dated = LoMETabClassifier(**TINY, random_state=0).fit(X, days)
+    back = LoMETabClassifier.load(dated.save(tmp_path / "d"))
+    assert back.classes_.dtype == days.dtype
+    np.testing.assert_array_equal(back.predict(X), dated.predict(X))
+    assert back.predict(X.iloc[:1])[0] in days
+    odd = LoMETabClassifier(**TINY, random_state=0).fit(X, y)
+    odd.classes_ = np.array([dt.date(2020, 1, 1), dt.date(2020, 1, 2)], dtype=object)
+    with pytest.raises(ValueError, match="cannot save class labels of type date"):
+        odd.save(tmp_path / "o")
+    assert not (tmp_path / "o.json").exists()
+
+
+# ------------------------------------------------------------------------------------------ tuning
+optuna = pytest.importorskip("optuna")
+
+
+def _space():
+    from ensemblize.tabular.tuning import lometab_search_space
+
+    return {k: v for k, v in lometab_search_space().items() if k in ("lr", "dropout")}
+
+
+def test_a_shared_study_refuses_a_job_it_was_not_made_for(tmp_path):
+    from ensemblize.tabular import tune
+
+    X, y = _frame(80)
+    journal = str(tmp_path / "journal.log")
+    first = tune(LoMETabClassifier(**TINY), X, y, n_trials=1, search_space=_space(), storage=journal,
+                 study_name="s", refit=False)  # fmt: skip
+    assert first.study.user_attrs["ensemblize.tune"]["metric"] == "log_loss"
+    with pytest.raises(ValueError, match=r"another tuning job \(metric: study 'log_loss' vs now 'accuracy'"):
+        tune(LoMETabClassifier(**TINY), X, y, n_trials=2, metric="accuracy", search_space=_space(),
+             storage=journal, study_name="s")  # fmt: skip
+    with pytest.raises(ValueError, match="estimator: study .*LoMETabClassifier' vs now .*LoMETabRegressor'"):
+        tune(LoMETabRegressor(**TINY), X, X["a"] * 100, n_trials=2, search_space=_space(), storage=journal,
+             study_name="s")  # fmt: skip
+    with pytest.raises(ValueError, match="data: study '80x3:"):
+        tune(LoMETabClassifier(**TINY), X.iloc[:60], y[:60], n_trials=2, search_space=_space(),
+             storage=journal, study_name="s")  # fmt: skip
+    again = tune(LoMETabClassifier(**TINY), X, y, n_trials=2, search_space=_space(), storage=journal,
+                 study_name="s", refit=False)  # fmt: skip
+    assert len(again.study.trials) == 2  # the same job joins and adds one trial
+
+
+def test_a_class_seen_once_stays_in_the_tuning_training_rows():
+    from ensemblize.tabular.tuning import _split
+
+    X, y = _frame(60)
+    labels = np.where(y == 1, "yes", "no").astype(object)
+    labels[7] = "rare"
+    for seed in range(8):
+        tr, va = _split(X, labels, val_fraction=0.25, seed=seed, classify=True)
+        assert 7 in tr and 7 not in va and len(va) == 15
+        assert sorted(np.concatenate([tr, va]).tolist()) == list(range(60))
+    # without such a class the split is what it always was (stratified train_test_split)
+    from sklearn.model_selection import train_test_split
+
+    tr, va = _split(X, y, val_fraction=0.25, seed=3, classify=True)
+    want_tr, want_va = train_test_split(np.arange(60), test_size=15, random_state=3, stratify=y)
+    np.testing.assert_array_equal(tr, np.sort(want_tr))
+    np.testing.assert_array_equal(va, np.sort(want_va))
+
+
+@pytest.mark.parametrize(
+    ("values", "task"),
+    [
+        (np.arange(60) % 30, "regression"),  # 30 whole-number values
+        (np.arange(60) % 12, "classification"),
+        (np.arange(60) % 2 * 1.0, "classification"),  # 0.0 / 1.0 floats are labels
+        (np.linspace(0, 1, 60), "regression"),
+        (np.where(np.arange(60) % 2, "yes", "no"), "classification"),
+    ],
+)
+def test_tune_task_inference_rule(values, task):
+    from ensemblize.tabular.tuning import _infer_task, _task_rule
+
+    y = pd.Series(values)
+    assert _infer_task(y, target="t", task="auto") == task
+    assert _task_rule(y, task).startswith(f"task: {task} (target has")
+
+
+def test_cli_tune_errors_are_one_line_and_say_the_task(tmp_path):
+    from typer.testing import CliRunner
+
+    from ensemblize.cli import app
+
+    def run(*args):
+        return CliRunner().invoke(
+            app, ["tune", *map(str, args), "--trials", "1", "--out", str(tmp_path / "o")]
+        )
+
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    header = tmp_path / "header.csv"
+    header.write_text("a,b\n")
+    single = tmp_path / "single.csv"
+    pd.DataFrame({"a": [1.0, 2.0, 3.0], "b": ["x", "x", "x"]}).to_csv(single, index=False)
+    fractional = tmp_path / "fractional.csv"
+    pd.DataFrame({"a": np.arange(30.0), "b": np.linspace(0, 1, 30)}).to_csv(fractional, index=False)
+    cases = [
+        (run(empty, "--target", "a"), "is empty"),
+        (run(header, "--target", "b"), "has a header but no data rows"),
+        (run(single, "--target", "b"), "has a single value 'x'"),
+        (run(fractional, "--target", "b", "--task", "classification"), "holds fractional numbers"),
+    ]
+    for res, message in cases:
+        assert res.exit_code in (1, 2), res.output
+        assert message in res.output and "Traceback" not in res.output
+        assert not isinstance(res.exception, (ValueError, TypeError))
+    assert not (tmp_path / "o").exists()
+    res = CliRunner().invoke(app, ["tune", "--help"])
+    assert "--storage" in res.output and "--study-name" in res.output
+
+
+def test_tune_csv_announces_the_task_and_scores_test_rows_of_unseen_classes(tmp_path):
+    from ensemblize.tabular.tuning import _test_scores
+
+    X, y = _frame(80)
+    est = LoMETabClassifier(**TINY, random_state=0).fit(X, y)
+    scores = _test_scores(est, X.iloc[:10], np.r_[y[:9], 5], "classification", y)
+    assert scores["test_rows_of_unseen_classes"] == 1 and "log_loss" not in scores
+    assert np.isfinite(scores["log_loss_seen_classes"]) and 0 <= scores["accuracy"] <= 0.9
+    frame = X.assign(label=np.where(y == 1, "yes", "no"))
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    from ensemblize.tabular.tuning import tune_csv
+
+    lines = []
+    rep = tune_csv(tmp_path / "t.csv", target="label", out=tmp_path / "o", time_budget=None, n_trials=1,
+                   estimator=LoMETabClassifier(**TINY), echo=lines.append)  # fmt: skip
+    assert lines == [lines[0]] and lines[0].startswith("task: classification (target has 2 distinct")
+    assert json.loads((tmp_path / "o" / "report.json").read_text())["task"] == rep["task"]
