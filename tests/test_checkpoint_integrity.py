@@ -147,3 +147,16 @@ def test_files_respect_the_umask(tmp_path, mask):
         os.umask(old)
     for p in (tensor_path, meta_path, other):
         assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~mask, p
+
+
+def test_save_checkpoint_refuses_a_folder_and_unserialisable_meta_before_writing(tmp_path):
+    import torch
+
+    from ensemblize.checkpoint import save_checkpoint
+
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(ValueError, match="is a folder; pass a file stem inside it"):
+        save_checkpoint(tmp_path / "runs", {"w": torch.ones(2)}, {"a": 1})
+    with pytest.raises(ValueError, match="not JSON-serialisable.*device"):
+        save_checkpoint(tmp_path / "x", {"w": torch.ones(2)}, {"where": torch.device("cpu")})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # nothing half-written

@@ -268,3 +268,22 @@ def test_converting_an_ensemble_again_says_so():
     ens = ez.sigma_ensemble(nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)), members=2)
     with pytest.raises(ValueError, match="already a σN ensemble"):
         ez.sigma_ensemble(ens)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("gate_init", [0.0, 1.3, -7.0])
+def test_conversion_is_exact_in_the_models_own_precision(dtype, gate_init):
+    """The twin is built in the model's dtype before the affine is loaded, and the initial gate is
+    computed in that dtype: float64 models are preserved to the last bit, not to float32's 1e-8."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Linear(4, 8), nn.BatchNorm1d(8), nn.LayerNorm(8), nn.GroupNorm(2, 8), nn.Linear(8, 3)
+    )
+    model = model.to(dtype)
+    for _ in range(3):
+        model(torch.randn(16, 4, dtype=dtype))
+    model.eval()
+    ens = ez.sigma_ensemble(model, members=2, noise=0.0, gate_init=gate_init)
+    assert all(p.dtype == dtype for p in ens.parameters())
+    x = torch.randn(5, 4, dtype=dtype)
+    torch.testing.assert_close(ens(x), model(x)[:, None].expand(-1, 2, -1), rtol=0, atol=1e-15)

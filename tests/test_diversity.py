@@ -47,9 +47,10 @@ def test_loss_is_differentiable_and_validates_arguments():
         layer.gate_logits.normal_()
     softmax_temperature_loss(layer, 0.5, 1.0).backward()
     assert layer.gate_logits.grad is not None and layer.gate_logits.grad.abs().sum() > 0
-    for bad in (0.0, -1.0, float("nan")):
+    for bad in (0.0, -1.0, float("nan"), 1e-300):
         with pytest.raises(ValueError, match="tau"):
             softmax_temperature_loss(layer, bad, 1.0)
+    assert torch.isfinite(softmax_temperature_loss(layer, 1e-12, 1.0))  # the smallest accepted τ
     with pytest.raises(ValueError, match="lam"):
         softmax_temperature_loss(layer, 1.0, -0.1)
     with pytest.raises(ValueError, match="no σNorm layer"):

@@ -235,6 +235,12 @@ def test_bad_forward_inputs_and_loads_raise_named_errors():
         ln.load_from_norm_module(nn.LayerNorm(7))
     with pytest.raises(ValueError, match="cannot load a GroupNorm"):
         gn.load_from_norm_module(nn.GroupNorm(1, 4))
+    with pytest.raises(ValueError, match="cannot load a LayerNorm: it needs a BatchNorm with num_features=4"):
+        bn.load_from_norm_module(nn.LayerNorm(4))
+    broken = nn.BatchNorm2d(4)
+    broken.running_var[1] = float("nan")
+    with pytest.raises(ValueError, match="running_var contains NaN or inf"):
+        bn.load_from_norm_module(broken)
     with pytest.raises(ValueError, match="weight must hold 4 values, got \\(3,\\)"):
         bn.load_from_norm(torch.ones(3), None)
     with pytest.raises(ValueError, match="bias contains NaN or inf"):

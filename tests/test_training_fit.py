@@ -541,3 +541,16 @@ def test_resume_refuses_another_regularizer_or_an_anonymous_loss_that_computes_s
     before = callable_identity(dg)
     dg.set_epoch(3)  # run-time state is not configuration
     assert callable_identity(dg) == before != callable_identity(DeepGamblersLoss(2.5))
+
+
+def test_a_file_as_checkpoint_dir_and_per_member_batches_on_a_sigma_ensemble_are_named(tmp_path: Path):
+    import ensemblize as ez
+
+    train, _ = _data()
+    file = tmp_path / "not_a_folder"
+    file.write_text("")
+    with pytest.raises(ValueError, match="checkpoint_dir .* is a file, not a folder"):
+        fit(_model(), train, epochs=1, checkpoint_dir=file, **FAST)
+    ens = ez.sigma_ensemble(nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 3)), members=2)
+    with pytest.raises(ValueError, match="per_member_batches is not supported by a σN ensemble"):
+        fit(ens, train, epochs=1, per_member_batches=True, **FAST)

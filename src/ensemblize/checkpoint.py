@@ -191,6 +191,15 @@ def save_checkpoint(stem: str | os.PathLike, tensors: Mapping[str, Tensor], meta
     reserved = sorted(k for k in meta if k in HASH_KEYS)
     if reserved:
         raise ValueError(f"meta may not set {reserved}: save_checkpoint writes those keys itself")
+    if Path(stem).is_dir():
+        raise ValueError(
+            f"{str(stem)!r} is a folder; pass a file stem inside it, e.g. {str(Path(stem) / 'model')!r} "
+            "(writes model.safetensors + model.json)"
+        )
+    try:  # before any file is written: a meta that JSON cannot hold leaves nothing behind
+        json.dumps(meta, default=_json_default)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"checkpoint metadata is not JSON-serialisable: {exc}") from None
     tensor_path, meta_path = checkpoint_paths(stem)
     save_tensors(tensor_path, tensors)
     # the JSON round trip makes the hashed object exactly what load_checkpoint will read back

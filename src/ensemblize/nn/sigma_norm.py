@@ -149,7 +149,8 @@ class SigmaNorm(nn.Module):
         finite and ≥ 0.
         """
         noise = check_positive(noise, name="noise", allow_zero=True)
-        s0 = torch.sigmoid(torch.tensor(self.gate_init)).item()
+        # the initial gate in the parameters' own precision, exactly as forward will compute it
+        s0 = torch.sigmoid(torch.tensor(self.gate_init, dtype=self.gate_logits.dtype)).item()
         w = self._affine_source(weight, "weight", 1.0)
         b = self._affine_source(bias, "bias", 0.0)
         self.weight.copy_(w / s0)
@@ -173,21 +174,28 @@ class SigmaNorm(nn.Module):
         theirs = {key: getattr(norm, key, None) for key in self._layout}
         theirs = {key: tuple(v) if isinstance(v, (list, torch.Size)) else v for key, v in theirs.items()}
         if mine != theirs:
+            want = ", ".join(f"{key}={value}" for key, value in mine.items())
+            if all(getattr(norm, key, None) is None for key in self._layout):
+                raise ValueError(
+                    f"{type(self).__name__} cannot load a {type(norm).__name__}: it needs a {self._plain} "
+                    f"with {want}"
+                )
             got = ", ".join(f"{key}={value}" for key, value in theirs.items())
             raise ValueError(
-                f"{type(self).__name__}({', '.join(map(str, mine.values()))}) cannot load a {self._plain} with {got}"
+                f"{type(self).__name__}({', '.join(map(str, mine.values()))}) cannot load a "
+                f"{self._plain} with {got}"
             )
         weight, bias = getattr(norm, "weight", None), getattr(norm, "bias", None)
         self.load_from_norm(weight, bias, noise=noise, generator=generator)
 
     def _affine_source(self, value: Tensor | None, name: str, default: float) -> Tensor:
-        """A plain norm's ``weight`` / ``bias`` as ``C`` float values (``default`` when None), checked."""
+        """A plain norm's ``weight`` / ``bias`` as ``C`` float64 values (``default`` when None), checked."""
         if value is None:
-            return torch.full((self.num_gated,), default)
+            return torch.full((self.num_gated,), default, dtype=torch.float64)
         if not isinstance(value, Tensor) or value.numel() != self.num_gated:
             got = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
             raise ValueError(f"{type(self).__name__}: {name} must hold {self.num_gated} values, got {got}")
-        flat = value.detach().reshape(-1).float().cpu()
+        flat = value.detach().reshape(-1).double().cpu()  # float64: a float64 model keeps its precision
         if not torch.isfinite(flat).all():
             raise ValueError(f"{type(self).__name__}: {name} contains NaN or inf")
         return flat
@@ -252,6 +260,10 @@ class _SigmaBatchNorm(SigmaNorm):
         """Copy a plain BatchNorm's affine and running statistics into every member."""
         super().load_from_norm_module(norm, noise=noise, generator=generator)
         if self.track_running_stats and norm.track_running_stats:
+            for name in ("running_mean", "running_var"):
+                stat = getattr(norm, name)
+                if not bool(torch.isfinite(stat).all()):
+                    raise ValueError(f"{type(self).__name__}: the BatchNorm's {name} contains NaN or inf")
             self.running_mean.copy_(norm.running_mean.expand(self.members, -1))
             self.running_var.copy_(norm.running_var.expand(self.members, -1))
             self.num_batches_tracked.copy_(norm.num_batches_tracked)

@@ -244,12 +244,14 @@ def _converted(
     twin = _twin(layer, members, gate_init)
     if twin is None:  # pragma: no cover - every _CONVERTIBLE class has a twin or raises
         raise TypeError(f"no σNorm twin for {type(layer).__name__}")
-    twin.load_from_norm_module(layer, noise=noise, generator=generator)
     ref = next(layer.parameters(), None)
     if ref is None:
         ref = next(layer.buffers(), None)
-    if ref is not None:
-        twin.to(device=ref.device, dtype=ref.dtype)
+    if ref is not None and ref.is_floating_point():
+        twin.to(device=ref.device, dtype=ref.dtype)  # before loading: a float64 model stays exact
+    elif ref is not None:
+        twin.to(device=ref.device)
+    twin.load_from_norm_module(layer, noise=noise, generator=generator)
     for param in ("weight", "bias"):
         source = getattr(layer, param, None)
         if isinstance(source, nn.Parameter):

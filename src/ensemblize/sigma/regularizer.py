@@ -27,7 +27,11 @@ from .._checks import check_int, check_positive
 from ..nn.sigma_norm import SigmaNorm
 from .layers import LayerSelection, sigma_layers
 
-__all__ = ["softmax_temperature_loss", "uniform_gate_loss", "optimal_owners"]
+__all__ = ["softmax_temperature_loss", "uniform_gate_loss", "optimal_owners", "MIN_TAU"]
+
+
+MIN_TAU = 1e-12
+"""Smallest accepted τ: ``σ(γ)/τ`` must stay finite in float32 (τ near 3e-39 overflows)."""
 
 
 def softmax_temperature_loss(
@@ -37,7 +41,8 @@ def softmax_temperature_loss(
 
     Args:
         model: a module containing σNorm layers (e.g. from :func:`ensemblize.sigma_ensemble`).
-        tau: softmax temperature ``τ > 0``: small → one owner per feature, large → shared features.
+        tau: softmax temperature ``τ ≥ MIN_TAU`` (1e-12): small → one owner per feature, large →
+            shared features.
         lam: strength ``λ ≥ 0``.
         layers: optional subset (names as in ``model.named_modules()``, or a predicate ``(name, layer) -> bool``).
 
@@ -45,6 +50,8 @@ def softmax_temperature_loss(
         a differentiable scalar tensor.
     """
     tau = check_positive(tau, name="tau")
+    if tau < MIN_TAU:
+        raise ValueError(f"tau must be >= {MIN_TAU:g} (below it σ(γ)/τ overflows to inf), got {tau!r}")
     lam = check_positive(lam, name="lam", allow_zero=True)
     total = None
     for logits in _gate_logit_groups(sigma_layers(model, layers)):

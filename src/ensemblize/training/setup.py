@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -194,6 +195,12 @@ def check_options(kw: dict[str, Any]) -> dict[str, Any]:
     return o
 
 
+def _is_sigma_ensemble(module: nn.Module) -> bool:
+    from ..sigma.convert import SigmaEnsemble
+
+    return isinstance(module, SigmaEnsemble)
+
+
 def _check_callables(o: dict[str, Any]) -> None:
     if o["progress"] is not None and not isinstance(o["progress"], bool):
         raise TypeError(f"progress must be True, False or None, got {o['progress']!r}")
@@ -203,6 +210,9 @@ def _check_callables(o: dict[str, Any]) -> None:
         if not isinstance(o[key], str):
             raise TypeError(f"{key} must be a string, got {o[key]!r}")
     check_decay_filter(o["decay_filter"])
+    folder = o["checkpoint_dir"]
+    if folder is not None and Path(folder).exists() and not Path(folder).is_dir():
+        raise ValueError(f"checkpoint_dir {str(folder)!r} is a file, not a folder")
     for name in ("loss_fn", "regularizer"):
         if o[name] is not None and not callable(o[name]):
             raise TypeError(f"{name} must be callable, got {type(o[name]).__name__}")
@@ -223,6 +233,11 @@ def _gate_lr_config(scale: float) -> dict[str, float]:
 def make_run(o: dict, module: nn.Module, train: Source, val: Source | None, device: torch.device,
               ctx: D.DistContext) -> Run:  # fmt: skip
     info = _task_setup(o, module, train, val, device)
+    if o["per_member_batches"] and _is_sigma_ensemble(module):
+        raise ValueError(
+            "per_member_batches is not supported by a σN ensemble: SigmaEnsemble repeats each input "
+            "batch for every member, so its members always share their rows"
+        )
     if o["per_member_batches"] and not isinstance(train, IndexedSource):
         raise ValueError("per_member_batches needs tensor or Dataset training data, not a DataLoader")
     monitor = _resolve_monitor(o["monitor"], task=o["task"], classify_val=info["classify_val"],
