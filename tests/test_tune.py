@@ -379,3 +379,45 @@ def test_tune_pooled_networks_reports_the_first_network_and_refits_them_all():
     assert len(r.best_estimator.history_) == 6
     refit_score = _score(r.best_estimator, X[r.val_index], y[r.val_index], "log_loss")
     assert refit_score == pytest.approx(r.best_value, abs=1e-12)
+
+
+class FailingToy(EpochToy):
+    """Raises ValueError in ``fit`` when ``quality`` is negative (a configuration that cannot train)."""
+
+    def fit(self, X, y, eval_set=None, callbacks=()):
+        if self.quality < 0:
+            raise ValueError(f"cannot train at quality {self.quality}")
+        return super().fit(X, y, eval_set=eval_set, callbacks=callbacks)
+
+
+def test_a_failing_configuration_is_recorded_and_the_study_goes_on():
+    X, y = np.zeros((40, 2)), np.zeros(40)
+    qualities = iter([0.5, -1.0, 0.2])
+    r = tune(FailingToy(), X, y, n_trials=3, search_space=lambda t: {"quality": next(qualities)}, refit=True)
+    assert [t.state.name for t in r.study.trials] == ["COMPLETE", "FAIL", "COMPLETE"]
+    assert r.best_value == pytest.approx(0.2)
+
+
+def test_a_study_whose_first_trials_all_fail_stops_early_and_says_why():
+    X, y = np.zeros((40, 2)), np.zeros(40)
+    with pytest.raises(
+        RuntimeError, match="first 3 trials all failed; the first with: .*cannot train at quality -1"
+    ):
+        tune(FailingToy(), X, y, timeout=600, search_space=lambda t: {"quality": -1.0})
+
+
+class CountingToy(EpochToy):
+    fits = 0
+
+    def fit(self, X, y, eval_set=None, callbacks=()):
+        type(self).fits += 1
+        return super().fit(X, y, eval_set=eval_set, callbacks=callbacks)
+
+
+def test_the_best_trials_own_estimator_is_returned_without_a_refit():
+    X, y = np.zeros((40, 2)), np.zeros(40)
+    qualities = iter([0.5, 0.2, 0.9])
+    CountingToy.fits = 0
+    r = tune(CountingToy(), X, y, n_trials=3, search_space=lambda t: {"quality": next(qualities)}, refit=True)
+    assert CountingToy.fits == 3  # three trials, no fourth fit for the refit
+    assert r.best_estimator.quality == 0.2 and r.best_value == pytest.approx(0.2)

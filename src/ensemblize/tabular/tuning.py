@@ -418,15 +418,54 @@ def _claim_study(study: Any, identity: dict[str, Any]) -> None:
         )
 
 
+_TRIAL_ERRORS = (FloatingPointError, ValueError, RuntimeError)
+"""A trial raising one of these is recorded as FAIL and the study goes on (a diverging or
+out-of-memory configuration must not end the search); anything else propagates."""
+
+_MAX_FAILS_BEFORE_A_SUCCESS = 3
+
+
+def _fail_reason(trial: Any) -> str:
+    return str(trial.user_attrs.get("fail_reason", "no reason recorded"))
+
+
+def _recording_failures(objective: Callable[[Any], float]) -> Callable[[Any], float]:
+    """``objective`` that stores a failing trial's error (type and message) as its ``fail_reason``."""
+
+    def run(trial: Any) -> float:
+        try:
+            return objective(trial)
+        except _TRIAL_ERRORS as exc:
+            trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}")
+            raise
+
+    return run
+
+
 def _run_trials(study: Any, objective: Callable, *, n_trials: int | None, timeout: float | None) -> None:
-    """Start trials one at a time while the study has < ``n_trials`` trials and time is left."""
+    """Start trials one at a time while the study has < ``n_trials`` trials and time is left.
+
+    If this process's first ``_MAX_FAILS_BEFORE_A_SUCCESS`` trials all fail and no trial of the
+    study has completed, the error is in the data or the estimator, not in one configuration:
+    a RuntimeError quoting the first failure ends the study instead of spending the budget.
+    """
+    optuna = _optuna()
     deadline = None if timeout is None else time.monotonic() + timeout
+    failed: list[Any] = []
     while True:
         if n_trials is not None and len(study.get_trials(deepcopy=False)) >= n_trials:
             return
         if deadline is not None and time.monotonic() >= deadline:
             return
-        study.optimize(objective, n_trials=1, catch=(FloatingPointError,), gc_after_trial=True)
+        before = {t.number for t in study.get_trials(deepcopy=False)}
+        study.optimize(_recording_failures(objective), n_trials=1, catch=_TRIAL_ERRORS, gc_after_trial=True)
+        mine = [t for t in study.get_trials(deepcopy=False) if t.number not in before]
+        failed += [t for t in mine if t.state == optuna.trial.TrialState.FAIL]
+        done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if len(failed) >= _MAX_FAILS_BEFORE_A_SUCCESS and not done:
+            raise RuntimeError(
+                f"the first {len(failed)} trials all failed; the first with: {_fail_reason(failed[0])}"
+            )
 
 
 @dataclass
@@ -503,10 +542,13 @@ def tune(
         seed: the split, the TPE sampler (alone: exactly; with ``storage``: mixed with the process
             id) and ``random_state`` of estimators whose ``random_state`` is None.
         pruner: an optuna pruner (default ``MedianPruner(n_startup_trials=3, n_warmup_steps=5)``).
-        refit: fit the best hyper-parameters again and return the estimator.
+        refit: return the best trial's estimator: the one this process trained in that trial, or,
+            when another process ran it, the same hyper-parameters fitted again (same rows, seed).
 
-    Returns a :class:`TuneResult`. A trial whose training diverges (``FloatingPointError``) is
-    recorded as FAIL and the study goes on.
+    Returns a :class:`TuneResult`. A trial that raises ``FloatingPointError`` (diverged),
+    ``ValueError`` or ``RuntimeError`` (e.g. out of memory) is recorded as FAIL and the study goes
+    on — unless this process's first three trials all fail while none has completed anywhere,
+    which ends the study with a RuntimeError quoting the first failure.
 
     Raises:
         ImportError: Optuna is not installed (``pip install ensemblize[tune]``).
@@ -532,6 +574,8 @@ def tune(
         _study_identity(estimator, X, y, metric=metric, val_fraction=val_fraction, seed=seed, space=space),
     )
     ran: list[int] = []
+    kept: dict[str, tuple[float, int, Any]] = {}  # this process's best completed trial: value, number, model
+    minimize = METRICS[metric] == "minimize"
 
     def objective(trial: Any) -> float:
         ran.append(trial.number)
@@ -540,25 +584,41 @@ def tune(
         _fit_trial(est, data, reporter)
         if reporter.pruned_at is not None:
             raise _optuna().TrialPruned(f"pruned after epoch {reporter.pruned_at}")
-        return _score(est, data["X_val"], data["y_val"], metric)
+        value = _score(est, data["X_val"], data["y_val"], metric)
+        prev = kept.get("best")
+        if (
+            refit
+            and math.isfinite(value)
+            and (prev is None or (value < prev[0] if minimize else value > prev[0]))
+        ):
+            kept["best"] = (value, trial.number, est)
+        return value
 
     _run_trials(study, objective, n_trials=n_trials, timeout=timeout)
-    return _result(study, estimator, data, metric=metric, seed=seed, refit=refit, index=(tr, va), ran=ran)
+    return _result(study, estimator, data, metric=metric, seed=seed, refit=refit, index=(tr, va), ran=ran,
+                   kept={number: est for _, number, est in kept.values()})  # fmt: skip
 
 
-def _result(study, estimator, data, *, metric, seed, refit, index, ran) -> TuneResult:
+def _result(study, estimator, data, *, metric, seed, refit, index, ran, kept=None) -> TuneResult:
     optuna = _optuna()
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not complete:
         if refit:
-            states = [t.state.name for t in study.get_trials(deepcopy=False)]
-            raise RuntimeError(f"no trial completed (states: {states}); nothing to refit")
+            trials = study.get_trials(deepcopy=False)
+            states = [t.state.name for t in trials]
+            fails = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
+            why = f"; the first failure: {_fail_reason(fails[0])}" if fails else ""
+            raise RuntimeError(f"no trial completed (states: {states}){why}; nothing to refit")
         best_params, best_value = {}, math.nan
     else:
         best_params, best_value = dict(study.best_trial.params), float(study.best_value)
     best = None
     if refit:
-        best = _fit_trial(_configured(estimator, best_params, seed), data, None)
+        # the best trial's own estimator when this process trained it (a refit would repeat the same
+        # seeded fit), else a refit of its hyper-parameters
+        best = (kept or {}).get(study.best_trial.number)
+        if best is None:
+            best = _fit_trial(_configured(estimator, best_params, seed), data, None)
     return TuneResult(
         study=study,
         metric=metric,
