@@ -250,3 +250,30 @@ def test_tune_csv_announces_the_task_and_scores_test_rows_of_unseen_classes(tmp_
                    estimator=LoMETabClassifier(**TINY), echo=lines.append)  # fmt: skip
     assert lines == [lines[0]] and lines[0].startswith("task: classification (target has 2 distinct")
     assert json.loads((tmp_path / "o" / "report.json").read_text())["task"] == rep["task"]
+
+
+def test_a_datetime_column_changing_time_zone_awareness_warns_and_the_fitted_awareness_is_saved(tmp_path):
+    from ensemblize.data.table_preprocessing import TabularPreprocessor
+
+    rng = np.random.default_rng(0)
+    n = 60
+    when = pd.Timestamp("2021-01-01", tz="US/Eastern") + pd.to_timedelta(rng.integers(0, 10**7, n), unit="s")
+    X = pd.DataFrame({"when": when, "x": rng.normal(size=n)})
+    y = np.arange(n) % 2
+    est = LoMETabClassifier(**TINY, random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same instants in another zone: no warning, same rows
+        np.testing.assert_array_equal(
+            est.predict_proba(X.assign(when=X["when"].dt.tz_convert("Asia/Tokyo"))), est.predict_proba(X)
+        )
+    with pytest.warns(UserWarning, match="'when' was time-zone aware in the training rows but is naive now"):
+        est.predict_proba(X.assign(when=X["when"].dt.tz_localize(None)))
+    back = LoMETabClassifier.load(est.save(tmp_path / "m"))
+    assert back.preprocessor_.time_zones_ == {"when": True}
+    # a preprocessor saved before awareness was recorded loads and does not warn
+    prep = est.preprocessor_
+    config = {k: v for k, v in prep.config().items() if k != "time_zones"}
+    old = TabularPreprocessor.from_state(config, prep.state_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        old.transform(X.assign(when=X["when"].dt.tz_localize(None)))

@@ -25,6 +25,7 @@ Categorical kinds (:data:`CATEGORY_KINDS`) give one canonical string per value, 
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Hashable
 from numbers import Integral, Real
@@ -69,6 +70,20 @@ def time_kind(col: pd.Series) -> str | None:
             return "datetime"
         if inferred in ("timedelta", "timedelta64"):
             return "timedelta"
+    return None
+
+
+def time_zone_aware(col: pd.Series) -> bool | None:
+    """Whether a datetime column carries time zones: True / False, or None when it cannot tell
+    (strings, or no observed value). Time-zone-aware values are read in UTC, naive ones as UTC."""
+    if pd.api.types.is_datetime64_any_dtype(col.dtype):
+        return getattr(col.dt, "tz", None) is not None
+    observed = col.dropna()
+    if not len(observed):
+        return None
+    first = observed.iloc[0]
+    if isinstance(first, dt.datetime):
+        return first.tzinfo is not None
     return None
 
 

@@ -56,6 +56,7 @@ from ensemblize.data.table_columns import (
     category_values,
     numeric_kind,
     numeric_values,
+    time_zone_aware,
 )
 from ensemblize.data.tables import TableSplits, TabularDataset, _check_task, detect_column_types, split
 
@@ -220,6 +221,7 @@ class TabularPreprocessor:
         self.dropped_: dict[str, str] = {}
         self.numeric_kinds_: dict[str, str] = {}
         self.category_kinds_: dict[str, str] = {}
+        self.time_zones_: dict[str, bool | None] = {}
         self.categories_: dict[str, list[str]] = {}
         self.indicators_: list[str] = []
         self._fit_numeric(X, numeric)
@@ -266,6 +268,8 @@ class TabularPreprocessor:
                 self.dropped_[c] = "no observed value in the training rows"
                 continue
             self.numeric_kinds_[c] = kind
+            if kind == "datetime":
+                self.time_zones_[c] = time_zone_aware(X[c])
             self.fill_values_[c] = float(np.median(finite))
             if nan.any():
                 self.indicators_.append(c)
@@ -401,6 +405,7 @@ class TabularPreprocessor:
         X = as_table_frame(X)
         self._columns_for(X)
         self._check_missing(X, [*self.numeric_, *self.categorical_, *self.indicators_])
+        self._check_time_zones(X)
         parts = []
         if self.numeric_:
             parts.append(
@@ -412,6 +417,20 @@ class TabularPreprocessor:
         if not parts:
             return np.zeros((len(X), 0), dtype=np.float32)
         return np.concatenate([np.asarray(p, dtype=np.float32) for p in parts], axis=1)
+
+    def _check_time_zones(self, X: pd.DataFrame) -> None:
+        """Warn when a datetime column's time-zone awareness differs from the training rows'."""
+        for c, fitted in getattr(self, "time_zones_", {}).items():
+            now = time_zone_aware(X[c]) if c in X.columns else None
+            if fitted is None or now is None or now == fitted:
+                continue
+            was, is_ = ("time-zone aware", "naive") if fitted else ("naive", "time-zone aware")
+            warnings.warn(
+                f"datetime column {c!r} was {was} in the training rows but is {is_} now; naive times "
+                "are read as UTC, so local wall-clock times shift by their UTC offset",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def fit_transform(self, X, y=None, *, categorical=None) -> np.ndarray:
         """``fit(X, y).transform(X)``."""
@@ -508,6 +527,7 @@ class TabularPreprocessor:
             "numeric": self.numeric_,
             "numeric_kinds": self.numeric_kinds_,
             "category_kinds": self.category_kinds_,
+            "time_zones": self.time_zones_,
             "categories": self.categories_,
             "indicators": self.indicators_,
             "fill_values": self.fill_values_,
@@ -541,6 +561,10 @@ class TabularPreprocessor:
         self.numeric_ = _str_list(config["numeric"], "numeric")
         self.numeric_kinds_ = _kinds(config["numeric_kinds"], NUMERIC_KINDS, "numeric_kinds")
         self.category_kinds_ = _kinds(config["category_kinds"], CATEGORY_KINDS, "category_kinds")
+        zones = dict(config.get("time_zones") or {})  # absent in files written before it was recorded
+        if any(v is not None and not isinstance(v, bool) for v in zones.values()):
+            raise ValueError("preprocessor state time_zones must map columns to true, false or null")
+        self.time_zones_ = {str(k): v for k, v in zones.items()}
         self.categories_ = {
             str(k): _str_list(v, f"categories[{k!r}]") for k, v in dict(config["categories"]).items()
         }
