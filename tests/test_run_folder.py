@@ -34,10 +34,26 @@ def test_new_folder_writes_config_and_manifest(tmp_path):
 
 def test_non_empty_folder_refused_without_resume_or_overwrite(tmp_path):
     out = tmp_path / "run"
-    out.mkdir()
-    (out / "something").write_text("x")
+    with RunFolder(out, config=CFG):
+        (out / "something").write_text("x")
     with pytest.raises(RunFolderError, match="--resume.*--overwrite"):
         RunFolder(out, config=CFG).check()
+
+
+def test_a_folder_that_is_not_a_run_is_never_emptied(tmp_path):
+    """``--overwrite`` on a user's own folder (a repository, ``--out .``) must not delete anything."""
+    out = tmp_path / "project"
+    (out / ".git").mkdir(parents=True)
+    (out / ".git" / "HEAD").write_text("ref")
+    (out / "notes.txt").write_text("keep me")
+    for mode in ("new", "resume", "overwrite"):
+        with pytest.raises(
+            RunFolderError, match="not empty and is not an ensemblize run folder.*nothing in it"
+        ):
+            with RunFolder(out, config=CFG, mode=mode):
+                pass
+    assert (out / ".git" / "HEAD").read_text() == "ref" and (out / "notes.txt").read_text() == "keep me"
+    assert sorted(p.name for p in out.iterdir()) == [".git", "notes.txt"]
 
 
 def test_existing_file_refused_in_every_mode(tmp_path):

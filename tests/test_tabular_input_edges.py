@@ -226,7 +226,8 @@ def test_cli_tune_errors_are_one_line_and_say_the_task(tmp_path):
     ]
     for res, message in cases:
         assert res.exit_code in (1, 2), res.output
-        assert message in res.output and "Traceback" not in res.output
+        flat = " ".join(res.output.replace("│", " ").split())  # the error box wraps lines
+        assert message in flat and "Traceback" not in res.output
         assert not isinstance(res.exception, (ValueError, TypeError))
     assert not (tmp_path / "o").exists()
     res = CliRunner().invoke(app, ["tune", "--help"])
@@ -277,3 +278,29 @@ def test_a_datetime_column_changing_time_zone_awareness_warns_and_the_fitted_awa
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         old.transform(X.assign(when=X["when"].dt.tz_localize(None)))
+
+
+def test_cli_tune_refuses_an_earlier_result_unless_overwrite(tmp_path):
+    from typer.testing import CliRunner
+
+    from ensemblize.cli import app
+    from ensemblize.tabular.tuning import tune_csv
+
+    X, y = _frame(80)
+    X.assign(label=np.where(y == 1, "yes", "no")).to_csv(tmp_path / "t.csv", index=False)
+    out = tmp_path / "o"
+    tune_csv(tmp_path / "t.csv", target="label", out=out, time_budget=None, n_trials=1,
+             estimator=LoMETabClassifier(**TINY))  # fmt: skip
+    (out / "mine.txt").write_text("keep")
+    before = (out / "model.json").read_bytes()
+    res = CliRunner().invoke(app, ["tune", str(tmp_path / "t.csv"), "--target", "label", "--trials", "1",
+                                   "--out", str(out)])  # fmt: skip
+    flat = " ".join(res.output.replace("│", " ").split())
+    assert res.exit_code == 2 and "already holds a tuning result" in flat and "--overwrite" in flat
+    assert (out / "model.json").read_bytes() == before
+    with pytest.raises(ValueError, match="already holds a tuning result"):
+        tune_csv(tmp_path / "t.csv", target="label", out=out, n_trials=1, estimator=LoMETabClassifier(**TINY))
+    tune_csv(tmp_path / "t.csv", target="label", out=out, time_budget=None, n_trials=1, seed=1,
+             estimator=LoMETabClassifier(**TINY), overwrite=True)  # fmt: skip
+    assert json.loads((out / "report.json").read_text())["budget"]["n_trials"] == 1
+    assert (out / "mine.txt").read_text() == "keep"

@@ -468,6 +468,9 @@ def tune(
     study_name: Optional[str] = typer.Option(  # noqa: UP045
         None, "--study-name", help="The shared study's name (default with --storage: the CSV file's stem)."
     ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace an earlier result's files in --out (refused otherwise)."
+    ),
 ) -> None:
     """Tune a LoMETab estimator on TABLE.csv within a time budget; write the fitted model and a report."""
     if not _is_rank_0():
@@ -492,7 +495,7 @@ def tune(
     try:
         report = tune_csv(
             table, target=target, out=out, time_budget=time_budget, n_trials=trials, task=task, seed=seed,
-            storage=storage, study_name=study_name, echo=typer.echo,
+            storage=storage, study_name=study_name, echo=typer.echo, overwrite=overwrite,
         )  # fmt: skip
     except ImportError as exc:
         typer.echo(f"ensemblize tune: {exc}", err=True)
@@ -500,6 +503,8 @@ def tune(
     except (ValueError, TypeError, RuntimeError) as exc:
         if "target column" in str(exc):
             raise typer.BadParameter(str(exc), param_hint="'--target'") from None
+        if str(exc).startswith("--out "):
+            raise typer.BadParameter(str(exc), param_hint="'--out'") from None
         typer.echo(f"ensemblize tune: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(f"best {report['metric']} {report['best_value']:.4f} with {report['best_params']}")

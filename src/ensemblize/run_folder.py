@@ -15,7 +15,8 @@ Rules:
 * **Runs cannot mix.** A folder that already holds files is refused in ``mode="new"``;
   ``mode="resume"`` continues it only when the stored configuration (``run.json``) equals the new one
   (the differences are named otherwise); ``mode="overwrite"`` empties it first. A path that is an
-  existing file is refused in every mode.
+  existing file, or a non-empty folder without ``run.json`` (not a run folder: a user's own files,
+  a repository), is refused in every mode, so ``--overwrite`` can only ever delete a run.
 * **Nothing half-done survives.** On entry, temporary files of interrupted atomic writes
   (``.NAME.*.tmp``) and orphan checkpoint halves (``X.safetensors`` without ``X.json`` or the reverse)
   are removed, anywhere below the folder. The manifest is removed on entry and rewritten by
@@ -171,6 +172,11 @@ class RunFolder:
         """Everything that can be refused without touching the disk (used before any work starts)."""
         if self.path.exists() and not self.path.is_dir():
             raise RunFolderError(f"--out {self.path} is an existing file, not a folder")
+        if self._occupied() and not (self.path / CONFIG).is_file():
+            raise RunFolderError(
+                f"--out {self.path} is not empty and is not an ensemblize run folder (it has no {CONFIG}); "
+                "nothing in it was changed — choose a new or empty folder"
+            )
         if self.mode == "new" and self._occupied():
             raise RunFolderError(
                 f"--out {self.path} already holds a run; pass --resume to continue it "

@@ -48,7 +48,14 @@ from typing import Any
 
 import numpy as np
 
-from ensemblize._checks import check_choice, check_fraction, check_instance, check_int, check_positive
+from ensemblize._checks import (
+    check_bool,
+    check_choice,
+    check_fraction,
+    check_instance,
+    check_int,
+    check_positive,
+)
 
 __all__ = [
     "METRICS",
@@ -759,6 +766,21 @@ def _report_markdown(report: dict[str, Any], trials_md: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+_OUTPUTS = ("model.safetensors", "model.json", "trials.csv", "report.json", "report.md")
+
+
+def _check_out(out: Path, *, overwrite: bool) -> None:
+    """Refuse a file as ``out``, and an earlier result in it unless ``overwrite``."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is an existing file, not a folder")
+    found = [name for name in _OUTPUTS if (out / name).exists()]
+    if found and not overwrite:
+        raise ValueError(
+            f"--out {out} already holds a tuning result ({', '.join(found)}); pass --overwrite to "
+            "replace those files, or choose another folder"
+        )
+
+
 def tune_csv(
     path: str | os.PathLike,
     *,
@@ -773,6 +795,7 @@ def tune_csv(
     seed: int = 0,
     estimator: Any = None,
     echo: Callable[[str], None] | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Tune a LoMETab estimator on a CSV file; write the fitted model and a report into ``out``.
 
@@ -797,6 +820,8 @@ def tune_csv(
         estimator: an estimator to tune instead of the default LoMETab one.
         echo: called with one line saying which task was chosen and why, before tuning starts
             (the command line prints it).
+        overwrite: replace the files of an earlier result in ``out``; without it a folder that
+            already holds any of them is refused before tuning starts (other files are never touched).
     """
     import pandas as pd
 
@@ -804,6 +829,7 @@ def tune_csv(
 
     t0 = time.perf_counter()
     timeout = None if time_budget is None else parse_duration(time_budget)
+    _check_out(Path(out), overwrite=check_bool(overwrite, name="overwrite"))
     try:
         frame = pd.read_csv(path)
     except pd.errors.EmptyDataError:
