@@ -191,9 +191,15 @@ def test_run_refuses_an_existing_file_and_a_used_folder(tmp_path):
     used = tmp_path / "used"
     used.mkdir()
     (used / "notes.md").write_text("x")
-    res = CliRunner().invoke(app, ["run", "--out", str(used)])
-    assert res.exit_code == 2 and "--resume" in res.output and "--overwrite" in res.output
-    assert sorted(p.name for p in used.iterdir()) == ["notes.md"]
+    for extra in ([], ["--overwrite"], ["--resume"]):
+        res = CliRunner().invoke(app, ["run", "--out", str(used), *extra])
+        flat = " ".join(res.output.replace("│", " ").split())
+        assert (
+            res.exit_code == 2
+            and "is not an ensemblize run folder" in flat
+            and "nothing in it was changed" in flat
+        )
+        assert sorted(p.name for p in used.iterdir()) == ["notes.md"]  # a user's folder is never emptied
 
 
 def test_cli_is_the_only_typer_module_and_covers_every_experiment():
@@ -235,3 +241,23 @@ def test_quiet_run_prints_nothing(tmp_path):
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert res.output == "" and (out / "manifest.json").is_file()
+
+
+def test_evaluate_rebuilds_the_test_data_of_every_dataset_and_names_bad_options(tmp_path):
+    """MNIST-1D runs (and held-out-class runs) are evaluated on their own test data; CIFAR needs
+    --data-root; a bad --ood, --seed or RUN_DIR is one line naming the option."""
+    from ensemblize.cli import app
+    from ensemblize.evaluate_run import _benchmark
+
+    bench, near = _benchmark({"dataset": "mnist1d", "seed": 0, "num_classes": 10}, None)
+    assert bench.modality == "signal" and bench.splits.num_classes == 10 and near is None
+    bench, near = _benchmark({"dataset": "mnist1d", "seed": 0, "num_classes": 6}, None)
+    assert bench.splits.num_classes == 6 and set(near) == {"heldout"}
+    with pytest.raises(ValueError, match="root"):
+        _benchmark({"dataset": "cifar10", "seed": 0, "num_classes": 10}, None)
+    runner = CliRunner()
+    res = runner.invoke(app, ["evaluate", str(tmp_path / "missing")])
+    flat = " ".join(res.output.replace("│", " ").split())
+    assert res.exit_code == 2 and "is not a folder" in flat and "Traceback" not in res.output
+    res = runner.invoke(app, ["evaluate", str(tmp_path), "--seed", "-3"])
+    assert res.exit_code == 2 and "'--seed'" in res.output

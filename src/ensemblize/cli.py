@@ -408,9 +408,14 @@ def evaluate(
         None, "--out", help="Where to write evaluation.json and figures (default: RUN_DIR)."
     ),
     seed: Optional[int] = typer.Option(  # noqa: UP045
-        None, "--seed", help="Evaluation seed for corruptions / OOD sets (default: the run's)."
+        None, "--seed", min=0, help="Evaluation seed for corruptions / OOD sets (default: the run's)."
     ),
-    ood: str = typer.Option("gaussian,uniform,shuffled,photos", "--ood", help="Far-OOD sets to evaluate."),
+    ood: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--ood", help="Far-OOD sets to evaluate, comma-separated (default: all of the dataset's)."
+    ),
+    data_root: Optional[Path] = typer.Option(  # noqa: UP045
+        None, "--data-root", help="Folder holding the extracted CIFAR archive (CIFAR runs only)."
+    ),
     threads: int = typer.Option(1, "--threads", min=1, help="torch intra-op threads."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables."),
     wide: bool = typer.Option(False, "--wide", help="Print every metric in one table."),
@@ -423,8 +428,23 @@ def evaluate(
     from .evaluate_run import evaluate_run
 
     torch.set_num_threads(threads)
+    if not run_dir.is_dir():
+        raise typer.BadParameter(f"{run_dir} is not a folder", param_hint="'RUN_DIR'")
     with _clean_errors(folder_hint="'RUN_DIR'"):
-        evaluate_run(run_dir, out=out, seed=seed, ood=ood, quiet=quiet, wide=wide)
+        try:
+            evaluate_run(run_dir, out=out, seed=seed, ood=ood, data_root=data_root, quiet=quiet, wide=wide)
+        except FileNotFoundError as exc:
+            raise typer.BadParameter(str(exc), param_hint="'RUN_DIR'") from None
+        except ValueError as exc:
+            from .run_folder import RunFolderError
+
+            if isinstance(exc, RunFolderError):
+                raise  # _clean_errors names RUN_DIR
+            text = str(exc)
+            for needle, option in (("unknown OOD set", "'--ood'"), ("is read from disk", "'--data-root'")):
+                if needle in text:
+                    raise typer.BadParameter(text, param_hint=option) from None
+            raise
 
 
 @app.command()

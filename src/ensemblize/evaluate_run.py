@@ -18,18 +18,18 @@ from typing import Any
 __all__ = ["evaluate_run"]
 
 
-def _splits(meta: dict[str, Any]):
-    from .data.images import load_digits
-    from .data.ood import held_out_classes
+def _benchmark(meta: dict[str, Any], data_root: str | Path | None):
+    """The checkpoint's test data (its dataset, seed and class hold-out) and its near-OOD sets.
 
-    if meta["dataset"] != "digits":
-        raise ValueError(
-            f"evaluate supports digits runs here; dataset {meta['dataset']!r} needs its data root"
-        )
-    if meta["num_classes"] < 10:  # the held-out-class task: digits 0-5, 6-9 are near-OOD
-        near = held_out_classes(meta["seed"])
-        return near.splits, {"heldout": near.x_ood}
-    return load_digits(seed=meta["seed"]), None
+    Only the test split is evaluated, so a run's ``--train-size`` does not matter here; CIFAR is read
+    from ``data_root`` (the run folder does not record a machine's data location).
+    """
+    from .data.datasets import load_dataset
+
+    name = meta["dataset"]
+    heldout = name in ("digits", "mnist1d") and meta["num_classes"] < 10  # classes 0-5; 6-9 near-OOD
+    bench = load_dataset(name, seed=meta["seed"], heldout=heldout, root=data_root)
+    return bench, (bench.near_ood or None)
 
 
 def _output(run_dir: Path, out: Path) -> Any:
@@ -48,17 +48,21 @@ def evaluate_run(
     *,
     out: str | Path | None = None,
     seed: int | None = None,
-    ood: str = "gaussian,uniform,shuffled,photos",
+    ood: str | None = None,
+    data_root: str | Path | None = None,
     quiet: bool = False,
     wide: bool = False,
 ) -> list[dict]:
     """Evaluate every ``models/*.json`` checkpoint under ``run_dir``; write ``evaluation.json`` + figures.
 
-    ``seed``: the corruption / OOD-set seed (default: each checkpoint's training seed); ``ood``:
-    comma-separated far-OOD sets; ``quiet``: no progress and no table; ``wide``: one table.
+    Works for every dataset a run can use: digits and MNIST-1D are rebuilt from the checkpoint's
+    seed, CIFAR is read from ``data_root``. ``seed``: the corruption / OOD-set seed (default: each
+    checkpoint's training seed); ``ood``: comma-separated far-OOD sets of the dataset's modality
+    (default: all of them); ``quiet``: no progress and no table; ``wide``: one table.
     """
+    from ._checks import check_int
     from .checkpoint import checkpoint_paths
-    from .data.ood import parse_ood_names
+    from .data._names import parse_names
     from .evaluation import HEADLINE_METRICS, EvalSpec, evaluate_classifier
     from .models.ensembles import count_parameters
     from .report.figures import evaluation_figures
@@ -69,7 +73,8 @@ def evaluate_run(
 
     run_dir = Path(run_dir)
     out = Path(out) if out is not None else run_dir
-    far = parse_ood_names(ood)
+    if seed is not None:
+        seed = check_int(seed, name="seed", minimum=0)
     stems = sorted(p.with_name(p.name[: -len(".json")]) for p in (run_dir / "models").glob("*.json"))
     if not stems:
         raise FileNotFoundError(
@@ -82,7 +87,9 @@ def evaluate_run(
     bar = Progress(len(stems), desc=f"evaluate {run_dir.name}", unit="checkpoint", enabled=not quiet)
     for stem in stems:
         meta = json.loads(checkpoint_paths(stem)[1].read_text())
-        splits, extra = _splits(meta)
+        bench, extra = _benchmark(meta, data_root)
+        splits = bench.splits
+        far = None if ood is None else parse_names(ood, bench.ood_kinds, what="OOD set")
         module, spec, _ = load_method(stem, splits)
         ev = evaluate_classifier(
             module,
