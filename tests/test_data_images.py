@@ -107,3 +107,15 @@ def test_cifar_python_reader_refuses_code(tmp_path):
             pickle.dump({b"data": Evil()}, fh)
     with pytest.raises(pickle.UnpicklingError, match="refusing"):
         load_cifar(tmp_path)
+
+
+def test_load_digits_names_a_bad_seed_or_a_fraction_too_small_to_stratify():
+    from ensemblize.data.images import load_digits
+
+    for seed, error in ((-1, ValueError), (1.5, TypeError), ("0", TypeError), (2**40, ValueError)):
+        with pytest.raises(error, match="seed"):
+            load_digits(seed=seed)
+    with pytest.raises(
+        ValueError, match=r"val_fraction=0.001 gives 2 of 1797 digits examples, fewer than its 10"
+    ):
+        load_digits(val_fraction=0.001)

@@ -64,6 +64,31 @@ def test_parse_lists_and_bad_values():
         ints([0, 0], option="--seeds")
     with pytest.raises(OptionError, match="--seeds: must be a list"):
         ints("0,1", option="--seeds")
+    for typo in ("0,,1", "0,1,", ",0"):  # never silently read as a shorter list
+        with pytest.raises(OptionError, match="without empty items"):
+            split_list(typo, option="--seeds", cast=int)
+    assert split_list("", option="--ood") == []
+
+
+def test_compare_checks_data_train_size_and_device_before_any_work(tmp_path):
+    from ensemblize.cli import app
+
+    def run(*extra):
+        out = tmp_path / "never"
+        res = CliRunner().invoke(app, ["experiment", "compare", "--seeds", "0", "--epochs", "1", "--methods",
+                                       "single", "--eval", "tiny", "--out", str(out), *extra])  # fmt: skip
+        assert not out.exists()  # refused before the run folder is made
+        return res.exit_code, " ".join(res.output.replace("│", " ").split())
+
+    code, text = run("--train-size", "5")
+    assert code == 2 and "'--train-size': must lie in [10, " in text
+    code, text = run("--dataset", "cifar10")
+    assert code == 2 and "'--data-root'" in text
+    code, text = run("--dataset", "cifar10", "--data-root", str(tmp_path / "nowhere"))
+    assert code == 2 and "is not a folder" in text
+    if not torch.cuda.is_available():
+        code, text = run("--device", "cuda")
+        assert code == 2 and "'--device': 'cuda' is not available" in text
 
 
 def test_eval_presets():

@@ -241,3 +241,12 @@ def test_train_size_is_a_stratified_subset_and_excludes_max_train(tmp_path):
             out=tmp_path / "x", train_size=50, max_train=60, seeds=[0], execution=Execution(quiet=True)
         )
     assert not (tmp_path / "x").exists()
+
+
+def test_quick_refuses_an_explicit_epoch_count(tmp_path):
+    from ensemblize.cli import app
+
+    res = CliRunner().invoke(
+        app, ["experiment", "selective", "--quick", "--epochs", "3", "--out", str(tmp_path / "o")]
+    )
+    assert res.exit_code == 2 and "'--quick'" in res.output and not (tmp_path / "o").exists()

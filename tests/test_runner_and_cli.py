@@ -151,6 +151,8 @@ def test_cli_rejects_bad_values(tmp_path):
     runner = CliRunner()
     res = runner.invoke(app, ["run", "--out", str(tmp_path), "--ood", "nonsense", "--epochs", "1"])
     assert res.exit_code != 0 and "nonsense" in str(res.exception) + res.output
+    res = runner.invoke(app, ["run", "--out", str(tmp_path / "o"), "--ood", "gaussian,gaussian"])
+    assert res.exit_code == 2 and "repeated values" in res.output and not (tmp_path / "o").exists()
     res = runner.invoke(app, ["evaluate", str(tmp_path / "missing")])
     assert res.exit_code != 0
 

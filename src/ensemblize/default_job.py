@@ -108,6 +108,8 @@ def _check(*, seed: Any, epochs: Any, members: Any, model: Any, tau: Any, lam: A
     bad = [n for n in names if n not in allowed]
     if bad:
         raise OptionError("--ood", f"unknown {bad}; choose from {', '.join(allowed)}")
+    if len(set(names)) != len(names):
+        raise OptionError("--ood", f"has repeated values: {names}")
     return names
 
 

@@ -111,6 +111,9 @@ def split_and_normalize(
 
     ``classes`` keeps only those labels, relabelled ``0..k-1`` in the given order.
     """
+    seed = check_int(seed, name="seed", minimum=0)
+    if seed >= 2**32:
+        raise ValueError(f"seed must be < 2**32, got {seed}")
     check_fraction(val_fraction, name="val_fraction")
     check_fraction(test_fraction, name="test_fraction")
     if val_fraction + test_fraction >= 1:
@@ -133,6 +136,14 @@ def split_and_normalize(
         images01, labels = images01[keep], remap[labels[keep]]
         names = [names[c] for c in classes]
     idx = np.arange(len(labels))
+    n_classes = len(np.unique(labels))
+    for what, fraction, pool in (("test_fraction", test_fraction, len(labels)),
+                                 ("val_fraction", val_fraction, len(labels))):  # fmt: skip
+        if int(np.ceil(fraction * pool)) < n_classes:
+            raise ValueError(
+                f"{what}={fraction} gives {int(np.ceil(fraction * pool))} of {pool} {name} examples, fewer "
+                f"than its {n_classes} classes: a stratified split needs at least one per class"
+            )
     idx_trainval, idx_test = train_test_split(
         idx, test_size=test_fraction, random_state=seed, stratify=labels
     )

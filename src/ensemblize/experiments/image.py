@@ -152,6 +152,25 @@ def _load(dataset: str, seed: int, root: str | None, heldout: bool = False, trai
     return bench.splits, (bench.near_ood or None)
 
 
+def _check_train_size(setup: ImageSetup, heldout: bool, *, seed: int) -> None:
+    """``--train-size`` within ``[classes, training rows]`` of the first seed's data, before any work
+    (the data is loaded once and cached for the jobs; CIFAR is read here too)."""
+    root = None if setup.data_root is None else str(setup.data_root)
+    try:
+        splits, _ = _load(setup.dataset, seed, root, heldout, None)
+    except (ValueError, FileNotFoundError) as exc:
+        raise OptionError(
+            "--data-root" if setup.dataset.startswith("cifar") else "--dataset", str(exc)
+        ) from exc
+    low, high = splits.num_classes, len(splits.y_train)
+    if not low <= setup.train_size <= high:
+        raise OptionError(
+            "--train-size",
+            f"must lie in [{low}, {high}] for {setup.dataset} (one example per class at least, at most "
+            f"the {high} training examples), got {setup.train_size}",
+        )
+
+
 def _val_metrics(model, splits, *, device: str) -> dict[str, float]:
     """Accuracy, NLL and ECE on the validation split (for choices made on validation)."""
     from ensemblize import metrics as M
@@ -292,12 +311,22 @@ def _common(args: Mapping[str, Any]) -> dict[str, Any]:
     setup = replace(setup, model=setup.model or DEFAULT_MODEL[modality])
     models = registry.SIGNAL_MODELS if modality == "signal" else registry.IMAGE_MODELS
     O.choice(setup.model, option="--model", allowed=models)
-    if setup.train_size is not None:
-        O.ints([setup.train_size], option="--train-size", minimum=1)
     O.choice(setup.evaluation, option="--eval", allowed=EVAL_PRESETS)
+    O.device(setup.device)
     heldout = bool(args.get("heldout", False))
     if heldout and setup.dataset not in ("digits", "mnist1d"):
         raise OptionError("--heldout", f"is only available for digits and mnist1d, not {setup.dataset!r}")
+    if setup.dataset.startswith("cifar"):
+        if setup.data_root is None:
+            raise OptionError(
+                "--data-root",
+                f"--dataset {setup.dataset} is read from disk: pass --data-root DIR holding the extracted "
+                "official archive (python or binary format)",
+            )
+        if not Path(setup.data_root).is_dir():
+            raise OptionError("--data-root", f"{str(setup.data_root)!r} is not a folder")
+    if setup.train_size is not None:
+        O.ints([setup.train_size], option="--train-size", minimum=1)
     if setup.width is not None:
         O.ints([setup.width], option="--width", minimum=1)
     O.ints([setup.epochs], option="--epochs", minimum=1)
@@ -310,6 +339,8 @@ def _common(args: Mapping[str, Any]) -> dict[str, Any]:
     if "lam" in args:
         O.floats([args["lam"]], option="--lam", low_open=False)
     seeds = O.ints(setup.seeds, option="--seeds")
+    if setup.train_size is not None:
+        _check_train_size(setup, heldout, seed=seeds[0])
     shared = {k: v for k, v in asdict(setup).items() if k not in _NOT_SETTINGS}
     others = {k: v for k, v in args.items() if k not in ("setup", "out", "execution")}
     root = setup.data_root

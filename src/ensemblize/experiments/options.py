@@ -14,16 +14,41 @@ from typing import Any
 
 from .jobs import OptionError
 
-__all__ = ["OptionError", "split_list", "floats", "ints", "choices", "choice"]
+__all__ = ["OptionError", "split_list", "floats", "ints", "choices", "choice", "device"]
 
 
 def split_list(text: str, *, option: str, cast: Callable[[str], Any] = str) -> list[Any]:
-    """``"0, 1,2"`` -> ``[cast("0"), cast("1"), cast("2")]`` (empty items dropped)."""
+    """``"0, 1,2"`` -> ``[cast("0"), cast("1"), cast("2")]``; an empty item (``"0,,1"``, ``"0,"``) is an
+    OptionError, so a typo is never read as a shorter list."""
+    kind = {int: "integers", float: "numbers"}.get(cast, "values")
+    items = [t.strip() for t in str(text).split(",")]
+    if any(not t for t in items) and any(items):
+        raise OptionError(option, f"must be comma-separated {kind} without empty items, got {text!r}")
     try:
-        return [cast(t.strip()) for t in str(text).split(",") if t.strip()]
+        return [cast(t) for t in items if t]
     except ValueError as exc:
-        kind = {int: "integers", float: "numbers"}.get(cast, "values")
         raise OptionError(option, f"must be comma-separated {kind}, got {text!r}") from exc
+
+
+def device(value: str | None, *, option: str = "--device") -> str | None:
+    """``value`` if it names a torch device this machine has (``None``: the default device)."""
+    if value is None:
+        return None
+    import torch
+
+    try:
+        dev = torch.device(value)
+    except (RuntimeError, TypeError) as exc:
+        raise OptionError(option, f"is not a torch device: {value!r}") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise OptionError(
+            option, f"{value!r} is not available: this torch build or machine has no CUDA device"
+        )
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise OptionError(option, f"{value!r} is not available: {torch.cuda.device_count()} CUDA device(s)")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise OptionError(option, f"{value!r} is not available on this machine")
+    return value
 
 
 def _seq(values: Iterable[Any] | Any, option: str) -> list[Any]:

@@ -383,6 +383,8 @@ def _check(args: dict[str, Any]) -> dict[str, Any]:
         )
     epochs, max_train = args["epochs"], args["max_train"]
     if args["quick"]:
+        if epochs != DEFAULT_EPOCHS:
+            raise OptionError("--quick", f"sets 1 epoch, so it cannot be combined with --epochs {epochs}")
         epochs, max_train = 1, 256 if max_train is None else max_train
     O.ints([epochs], option="--epochs", minimum=1)
     if max_train is not None:
