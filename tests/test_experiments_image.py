@@ -86,6 +86,8 @@ def test_compare_checks_data_train_size_and_device_before_any_work(tmp_path):
     assert code == 2 and "'--data-root'" in text
     code, text = run("--dataset", "cifar10", "--data-root", str(tmp_path / "nowhere"))
     assert code == 2 and "is not a folder" in text
+    code, text = run("--data-root", str(tmp_path))  # digits never reads it
+    assert code == 2 and "read only for cifar10 / cifar100" in text
     if not torch.cuda.is_available():
         code, text = run("--device", "cuda")
         assert code == 2 and "'--device': 'cuda' is not available" in text

@@ -155,3 +155,10 @@ def test_bad_arguments():
     with pytest.raises(TypeError, match="config must be a mapping"):
         RunFolder("x", config=[1])
     assert config_differences({"a": 1}, {"a": 1}) == []
+
+
+def test_an_out_path_that_cannot_be_made_is_a_named_error(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(RunFolderError, match="cannot be created: .*afile is a file, not a folder"):
+        RunFolder(tmp_path / "afile" / "sub", config=CFG).check()
+    assert (tmp_path / "afile").read_text() == "x"

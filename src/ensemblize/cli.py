@@ -130,7 +130,11 @@ _IMAGE = {**_DATA, **_BACKBONE}
 _TABLE = {
     "split_seed": Opt("Seed of the fixed train/val/test split every method shares."),
     "budget": Opt("Budget preset: tiny, lite, quick, full."),
-    "max_rows": Opt("Subsample each table to at most this many rows first.", cli_type=Optional[int], min=1),  # noqa: UP045
+    "max_rows": Opt(
+        "Subsample each table to at most this many rows first (at least 10).",
+        cli_type=Optional[int],  # noqa: UP045
+        min=10,
+    ),
 }
 _OUT = Opt("Run folder for results.json, tables and figures.", cli_type=Path)
 _MODEL_SEEDS = Opt("Comma-separated model seeds.", items=int)

@@ -172,6 +172,14 @@ class RunFolder:
         """Everything that can be refused without touching the disk (used before any work starts)."""
         if self.path.exists() and not self.path.is_dir():
             raise RunFolderError(f"--out {self.path} is an existing file, not a folder")
+        if not self.path.exists():
+            parent = self.path.absolute().parent
+            while not parent.exists():
+                parent = parent.parent
+            if not parent.is_dir():
+                raise RunFolderError(f"--out {self.path} cannot be created: {parent} is a file, not a folder")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise RunFolderError(f"--out {self.path} cannot be created: {parent} is not writable")
         if self._occupied() and not (self.path / CONFIG).is_file():
             raise RunFolderError(
                 f"--out {self.path} is not empty and is not an ensemblize run folder (it has no {CONFIG}); "
@@ -205,7 +213,10 @@ class RunFolder:
     # --------------------------------------------------------------------------- lifecycle
     def __enter__(self) -> RunFolder:
         self.check()
-        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunFolderError(f"--out {self.path} cannot be created: {exc.strerror or exc}") from None
         fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -316,6 +316,8 @@ def _common(args: Mapping[str, Any]) -> dict[str, Any]:
     heldout = bool(args.get("heldout", False))
     if heldout and setup.dataset not in ("digits", "mnist1d"):
         raise OptionError("--heldout", f"is only available for digits and mnist1d, not {setup.dataset!r}")
+    if setup.data_root is not None and not setup.dataset.startswith("cifar"):
+        raise OptionError("--data-root", f"is read only for cifar10 / cifar100, not for {setup.dataset!r}")
     if setup.dataset.startswith("cifar"):
         if setup.data_root is None:
             raise OptionError(
