@@ -208,3 +208,20 @@ def test_ranks_other_than_0_run_the_jobs_quietly_and_write_nothing(tmp_path: Pat
     with pytest.raises(OptionError, match="not available under torchrun"):
         with experiment_folder(out, experiment="toy", settings={}, execution=Execution(workers=2)):
             pass
+
+
+def test_an_unreachable_scheduler_is_named_before_the_run_folder_is_made(tmp_path):
+    import socket
+
+    from typer.testing import CliRunner
+
+    from ensemblize.cli import app
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "never"
+    res = CliRunner().invoke(app, ["experiment", "compare", "--seeds", "0", "--epochs", "1", "--methods", "single",
+                                   "--eval", "tiny", "--out", str(out), "--scheduler", f"tcp://127.0.0.1:{port}"])  # fmt: skip
+    flat = " ".join(res.output.replace("│", " ").split())
+    assert res.exit_code == 2 and "cannot reach a Dask scheduler" in flat and not out.exists()

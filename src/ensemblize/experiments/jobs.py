@@ -556,6 +556,33 @@ def torchrun_rank() -> tuple[int, int]:
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def check_scheduler(address: str, *, timeout: float = 5.0) -> None:
+    """OptionError unless a TCP connection to the Dask scheduler at ``address`` opens within ``timeout`` s.
+
+    ``tcp://host:port`` / ``host:port`` addresses are probed (other protocols are left to Dask), so a
+    typo or a stopped scheduler is named at once instead of after Dask's own 30 s connect timeout.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    text = str(address)
+    parts = urlsplit(text if "://" in text else f"tcp://{text}")
+    if parts.scheme not in ("tcp", "") or parts.hostname is None:
+        return
+    try:
+        port = parts.port or 8786
+    except ValueError:
+        raise OptionError("--scheduler", f"has no valid port: {text!r}") from None
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise OptionError(
+            "--scheduler",
+            f"cannot reach a Dask scheduler at {text!r} ({exc.strerror or exc}); is it running?",
+        ) from None
+
+
 @contextlib.contextmanager
 def experiment_folder(
     out: str | Path, *, experiment: str, settings: Mapping[str, Any], execution: Execution | None = None
@@ -575,6 +602,8 @@ def experiment_folder(
     if rank != 0:  # under torchrun only rank 0 prints and writes
         yield ExperimentFolder(None, replace(ex, quiet=True), path=Path(out), is_main=False)
         return
+    if ex.scheduler is not None:
+        check_scheduler(ex.scheduler)  # before the run folder is made
     mode = "resume" if ex.resume else "overwrite" if ex.overwrite else "new"
     config = {"experiment": experiment, **_canonical(dict(settings), where="settings")}
     with RunFolder(out, config=config, mode=mode) as folder:
