@@ -160,3 +160,15 @@ def test_save_checkpoint_refuses_a_folder_and_unserialisable_meta_before_writing
     with pytest.raises(ValueError, match="not JSON-serialisable.*device"):
         save_checkpoint(tmp_path / "x", {"w": torch.ones(2)}, {"where": torch.device("cpu")})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # nothing half-written
+
+
+def test_save_checkpoint_names_a_non_tensor_value_or_a_non_string_key(tmp_path):
+    import torch
+
+    from ensemblize.checkpoint import save_checkpoint
+
+    with pytest.raises(TypeError, match="entry 'w' is a list"):
+        save_checkpoint(tmp_path / "x", {"w": [1, 2]}, {})
+    with pytest.raises(TypeError, match="meta keys must be strings.*got 1"):
+        save_checkpoint(tmp_path / "x", {"w": torch.ones(2)}, {1: "a"})
+    assert list(tmp_path.iterdir()) == []

@@ -287,3 +287,17 @@ def test_conversion_is_exact_in_the_models_own_precision(dtype, gate_init):
     assert all(p.dtype == dtype for p in ens.parameters())
     x = torch.randn(5, 4, dtype=dtype)
     torch.testing.assert_close(ens(x), model(x)[:, None].expand(-1, 2, -1), rtol=0, atol=1e-15)
+
+
+def test_a_norm_without_tensors_of_its_own_takes_the_models_dtype():
+    """LayerNorm(elementwise_affine=False) / GroupNorm(affine=False) have no parameter or buffer to
+    read a dtype from: the twin follows the model (a float64 model used to get float32 twins)."""
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Linear(5, 5), nn.LayerNorm(5, elementwise_affine=False), nn.GroupNorm(1, 5, affine=False)
+    )
+    net = net.double()
+    ens = ez.sigma_ensemble(net, members=3, noise=0.0)
+    assert all(p.dtype == torch.float64 for p in ens.parameters())
+    x = torch.randn(4, 5, dtype=torch.float64)
+    torch.testing.assert_close(ens(x), net(x)[:, None].expand(-1, 3, -1), rtol=0, atol=1e-14)

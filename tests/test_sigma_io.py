@@ -60,7 +60,10 @@ def test_wrong_base_model_names_the_first_mismatch(tmp_path: Path):
     with pytest.raises(ValueError, match=r"first mismatch at entry 0: saved 'backbone.0.weight' \(8, 3, 3, 3\) "
                                          r"torch.float32 vs base model 'backbone.0.weight' \(6, 3, 3, 3\)"):  # fmt: skip
         load_ensemble(tmp_path / "m", _cnn(6))
-    with pytest.raises(ValueError, match=r"first mismatch in the converted norm layers: saved '5' vs None"):
+    with pytest.raises(
+        ValueError,
+        match=r"first mismatch in the converted norm layers: the base model lacks the norm layer '5'",
+    ):
         load_ensemble(tmp_path / "m", _cnn(8, layernorm=False))
     with pytest.raises(ValueError, match="torch.float64"):
         load_ensemble(tmp_path / "m", _cnn(8).double())
@@ -157,3 +160,20 @@ def test_settings_with_an_unknown_keyword_are_refused(tmp_path: Path):
     save_checkpoint(tmp_path / "m", tensors, {k: v for k, v in body.items() if k != "entries"})
     with pytest.raises(ValueError, match="required key 'entries' is missing"):
         load_ensemble(tmp_path / "m", _cnn())
+
+
+def test_frozen_parameters_stay_frozen_through_save_and_load(tmp_path):
+    import torch
+    from torch import nn
+
+    import ensemblize as ez
+
+    def base():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 3))
+
+    ens = ez.sigma_ensemble(base(), members=2, seed=0)
+    ens.backbone[2].weight.requires_grad_(False)
+    back = ez.load_ensemble(ez.save_ensemble(ens, tmp_path / "e"), base())
+    grads = {n: p.requires_grad for n, p in back.named_parameters()}
+    assert grads["backbone.2.weight"] is False and sum(not g for g in grads.values()) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from ensemblize.data.table_preprocessing import prepare
@@ -204,3 +205,22 @@ def test_sklearn_check_estimator_passes_in_full(cls_name):
         warnings.simplefilter("ignore")
         results = E.check_estimator(cls(max_rounds=30, random_state=0), on_fail=None, on_skip=None)
     assert not [(r["check_name"], repr(r["exception"])) for r in results if r["status"] == "failed"]
+
+
+def test_params_naming_an_estimator_argument_or_an_unknown_xgboost_key_are_errors():
+    pytest.importorskip("xgboost")
+    from ensemblize.tabular.gbdt import GBDTClassifier
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(size=80), "b": rng.choice(["x", "y"], 80)})
+    y = (X["a"] > 0).astype(int)
+    for key, arg in (
+        ("learning_rate", "learning_rate"),
+        ("max_rounds", "max_rounds"),
+        ("n_estimators", "max_rounds"),
+    ):
+        with pytest.raises(ValueError, match=rf"params \['{key}'\] are the estimator's own.*pass {arg}="):
+            GBDTClassifier(kind="xgboost", max_rounds=5, params={key: 3}).fit(X, y)
+    with pytest.raises(ValueError, match=r"xgboost does not know the params \['max_dpeth'\]"):
+        GBDTClassifier(kind="xgboost", max_rounds=5, random_state=0, params={"max_dpeth": 2}).fit(X, y)
+    GBDTClassifier(kind="xgboost", max_rounds=5, random_state=0, params={"max_depth": 2}).fit(X, y)

@@ -188,6 +188,16 @@ def save_checkpoint(stem: str | os.PathLike, tensors: Mapping[str, Tensor], meta
     ``"sha256"`` and the SHA-256 of the canonical JSON of everything else under ``"meta_sha256"``.
     """
     check_instance(meta, Mapping, name="meta", what="a mapping")
+    check_instance(tensors, Mapping, name="tensors", what="a mapping of names to tensors")
+    bad = [k for k, v in tensors.items() if not isinstance(k, str) or not isinstance(v, Tensor)]
+    if bad:
+        k = bad[0]
+        raise TypeError(
+            f"tensors must map str names to torch tensors; entry {k!r} is a {type(tensors[k]).__name__}"
+        )
+    odd_keys = [k for k in meta if not isinstance(k, str)]
+    if odd_keys:
+        raise TypeError(f"meta keys must be strings (JSON object keys), got {odd_keys[0]!r}")
     reserved = sorted(k for k in meta if k in HASH_KEYS)
     if reserved:
         raise ValueError(f"meta may not set {reserved}: save_checkpoint writes those keys itself")

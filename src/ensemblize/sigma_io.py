@@ -11,7 +11,11 @@ Files (written atomically by :func:`ensemblize.checkpoint.save_checkpoint`, no p
   the ``sigma_ensemble`` keywords ``members``, ``noise``, ``seed``, ``gate_init`` and ``layers``, the
   layer selection as the list of converted names or ``null`` for all), ``converted`` (the names of
   the σNorm layers, in order), the backbone's class, every state entry's name, shape and dtype in
-  order, and the checkpoint hashes (tensor file and metadata).
+  order, ``frozen`` (the parameters with ``requires_grad=False``, re-frozen on load) and the
+  checkpoint hashes (tensor file and metadata).
+
+Buffers registered with ``persistent=False`` are not part of a ``state_dict``: the reloaded ensemble
+takes them from ``base_model`` (build it as the saved one was built).
 
 Loading converts ``base_model`` again with the saved settings (``noise=0``: the gates come from the
 file, and no random numbers are drawn; ``noise`` and ``seed`` are kept as a record of how the
@@ -70,6 +74,7 @@ def save_ensemble(model: SigmaEnsemble, path: str | os.PathLike) -> Path:
         "converted": list(model.converted),
         "backbone_class": _qualname(model.backbone),
         "entries": _entries(state),
+        "frozen": [name for name, p in model.named_parameters() if not p.requires_grad],
     }
     save_checkpoint(path, state, meta)
     return Path(path)
@@ -121,13 +126,24 @@ def load_ensemble(path: str | os.PathLike, base_model: nn.Module, *, device: str
     what = f"base model {type(base_model).__name__} does not match the ensemble saved from {meta.get('backbone_class')}"
     if ens.converted != meta["converted"]:
         pairs = zip(meta["converted"] + [None], ens.converted + [None], strict=False)
-        first = next((a, b) for a, b in pairs if a != b)
-        raise ValueError(
-            f"{what}: first mismatch in the converted norm layers: saved {first[0]!r} vs {first[1]!r}"
-        )
+        saved, now = next((a, b) for a, b in pairs if a != b)
+        if saved is None:
+            detail = f"the base model has an extra norm layer {now!r}"
+        elif now is None:
+            detail = f"the base model lacks the norm layer {saved!r}"
+        else:
+            detail = f"saved {saved!r} vs {now!r}"
+        raise ValueError(f"{what}: first mismatch in the converted norm layers: {detail}")
     mismatch = _first_mismatch(meta["entries"], _entries(ens.state_dict()))
     if mismatch is not None:
         raise ValueError(f"{what}: first mismatch at {mismatch}")
     ens.load_state_dict(tensors, strict=True)
+    frozen = meta.get("frozen") or []  # absent in files written before it was recorded
+    params = dict(ens.named_parameters())
+    unknown = [n for n in frozen if not isinstance(n, str) or n not in params]
+    if unknown:
+        raise CheckpointError(f"{path}.json: key 'frozen' names parameters the ensemble lacks: {unknown[:3]}")
+    for name in frozen:
+        params[name].requires_grad_(False)
     ens.to(device)
     return ens.eval()

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .._checks import check_choice, check_instance, check_int, check_positive
+from .._checks import check_bool, check_choice, check_instance, check_int, check_positive
 from .._keywords import passes_keywords
 from ..members import check_members
 
@@ -53,8 +53,10 @@ def _member_sizes(in_size: object, out_size: object, members: object, *, unit: s
 
 
 def _member_bias(members: int, out_features: int, *, bias: bool, **kw) -> nn.Parameter | None:
-    """An uninitialised per-member bias ``(members, out_features)`` when ``bias``, else ``None``."""
-    return nn.Parameter(torch.empty(members, out_features, **kw)) if bias else None
+    """An uninitialised per-member bias ``(members, out_features)`` when ``bias``, else ``None``.
+
+    ``bias`` must be a bool (``"no"`` or ``0`` are a TypeError, never read by truthiness)."""
+    return nn.Parameter(torch.empty(members, out_features, **kw)) if check_bool(bias, name="bias") else None
 
 
 def _check_ensemble_input(

@@ -220,13 +220,20 @@ def convert_norms(
         key: names[0] for key, names in aliases.items() if any(selected(n, layer_of[key]) for n in names)
     }
     twins: dict[int, SigmaNorm] = {}
+    # a norm without parameters or buffers (affine=False) takes the model's dtype and device
+    model_ref = next((t for t in (*module.parameters(), *module.buffers()) if t.is_floating_point()), None)
     for _name, parent, attr, layer in slots:
         key = id(layer)
         if key not in chosen:
             continue
         if key not in twins:
             twins[key] = _converted(
-                layer, members=members, noise=noise, gate_init=gate_init, generator=generator
+                layer,
+                members=members,
+                noise=noise,
+                gate_init=gate_init,
+                generator=generator,
+                fallback=model_ref,
             )
         setattr(parent, attr, twins[key])
     hooked = sorted(
@@ -238,15 +245,24 @@ def convert_norms(
 
 
 def _converted(
-    layer: nn.Module, *, members: int, noise: float, gate_init: float, generator: torch.Generator | None
+    layer: nn.Module,
+    *,
+    members: int,
+    noise: float,
+    gate_init: float,
+    generator: torch.Generator | None,
+    fallback: Tensor | None = None,
 ) -> SigmaNorm:
-    """``layer``'s σNorm twin: its affine and statistics in every member, its device, dtype and flags."""
+    """``layer``'s σNorm twin: its affine and statistics in every member, its device, dtype and flags
+    (a layer with no tensors of its own takes ``fallback``'s: the model's)."""
     twin = _twin(layer, members, gate_init)
     if twin is None:  # pragma: no cover - every _CONVERTIBLE class has a twin or raises
         raise TypeError(f"no σNorm twin for {type(layer).__name__}")
     ref = next(layer.parameters(), None)
     if ref is None:
         ref = next(layer.buffers(), None)
+    if ref is None:
+        ref = fallback
     if ref is not None and ref.is_floating_point():
         twin.to(device=ref.device, dtype=ref.dtype)  # before loading: a float64 model stays exact
     elif ref is not None:

@@ -373,7 +373,7 @@ class TabularEnsembleEstimator(TablePipeline):
                 raise ValueError(
                     f"piecewise embeddings need at least 3 training rows, got {len(x_tr)} after the "
                     "validation rows were held out (val_fraction); pass more rows, eval_set=(X_val, y_val) "
-                    "or embedding='linear'"
+                    "or another embedding"
                 )
             self.bins_ = safe_bins(
                 x_tr[:, :n_num],

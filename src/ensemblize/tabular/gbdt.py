@@ -27,7 +27,9 @@ Both libraries are optional: ``pip install ensemblize[gbdt]``.
 
 from __future__ import annotations
 
+import re
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,7 +215,7 @@ def _fit_xgboost(xgb, X_tr, y_tr, X_va, y_va, task, seed, params, rounds, patien
         "n_estimators": rounds,
         "early_stopping_rounds": patience,
         "random_state": seed,
-        "verbosity": 0,
+        "verbosity": 1,  # warnings only; an unused (misspelt) parameter is turned into an error below
         **params,
     }
     if task == "regression":
@@ -222,7 +224,17 @@ def _fit_xgboost(xgb, X_tr, y_tr, X_va, y_va, task, seed, params, rounds, patien
         model = xgb.XGBClassifier(objective="binary:logistic", eval_metric="logloss", **common)
     else:
         model = xgb.XGBClassifier(objective="multi:softprob", eval_metric="mlogloss", **common)
-    model.fit(X_tr, y_tr, eval_set=[(X_va, y_va)], verbose=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X_tr, y_tr, eval_set=[(X_va, y_va)], verbose=False)
+    for w in caught:
+        text = str(w.message)
+        if "are not used" in text:
+            unused = re.findall(r'"([^"]+)"', text)
+            raise ValueError(
+                f"xgboost does not know the params {unused}; check their spelling (xgboost's names)"
+            )
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return model, model.best_iteration
 
 
@@ -266,6 +278,18 @@ def predict_gbdt(model: GBDTModel, X: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------
 # scikit-learn estimators on raw tables
 # ------------------------------------------------------------------------------------------------
+_OWN_SETTINGS = {
+    "learning_rate": "learning_rate",
+    "max_rounds": "max_rounds",
+    "early_stopping_rounds": "early_stopping_rounds",
+    "n_estimators": "max_rounds",
+    "iterations": "max_rounds",
+    "random_state": "random_state",
+    "random_seed": "random_state",
+}
+"""``params`` keys the estimator sets itself, and the estimator argument that sets each."""
+
+
 class _GBDTEstimator(TablePipeline):
     """XGBoost / CatBoost on raw tables; use :class:`GBDTClassifier` or :class:`GBDTRegressor`."""
 
@@ -283,6 +307,13 @@ class _GBDTEstimator(TablePipeline):
     )
 
     def _validate_params(self) -> None:
+        clash = sorted(set(self.params or {}) & set(_OWN_SETTINGS))
+        if clash:
+            raise ValueError(
+                f"params {clash} are the estimator's own hyper-parameters and would be ignored there: pass "
+                + ", ".join(f"{_OWN_SETTINGS[k]}=..." for k in clash)
+                + " to the estimator instead"
+            )
         check_choice(self.kind, GBDT_KINDS, name="kind")
         check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
         check_int(self.max_rounds, name="max_rounds", minimum=1)
