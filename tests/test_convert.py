@@ -301,3 +301,23 @@ def test_a_norm_without_tensors_of_its_own_takes_the_models_dtype():
     assert all(p.dtype == torch.float64 for p in ens.parameters())
     x = torch.randn(4, 5, dtype=torch.float64)
     torch.testing.assert_close(ens(x), net(x)[:, None].expand(-1, 3, -1), rtol=0, atol=1e-14)
+
+
+def test_conversion_order_is_parents_first_as_saved_files_expect():
+    """The order of ``converted`` (and of the gate-noise draws) is the one files were saved with: a
+    parent's own norm children before the norms nested deeper in its later children."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.Sequential(nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4)))
+            self.norm = nn.LayerNorm(4)
+
+        def forward(self, x):
+            return self.norm(self.blocks(x))
+
+    ens = ez.sigma_ensemble(Net(), members=2)
+    assert ens.converted == ["norm", "blocks.0.1"]
+    from ensemblize.sigma.convert import norm_layer_names
+
+    assert norm_layer_names(Net()) == ["blocks.0.1", "norm"]  # module (depth-first) order

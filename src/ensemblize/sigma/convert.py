@@ -117,11 +117,14 @@ def _norm_slots(module: nn.Module) -> list[tuple[str, nn.Module, str, nn.Module]
     A layer registered in several places (shared between two parents, or under two names) appears
     once per place, so every alias is found and all of them can be pointed at one twin.
     """
+    # Conversion order (which fixes the order of the gate-noise draws and of ``converted``): parents in
+    # ``named_modules()`` order, each parent's own norm children in registration order — so a norm
+    # registered directly on a parent comes before the norms nested in that parent's other children.
     slots = []
-    for name, layer in module.named_modules(remove_duplicate=False):  # depth-first module order
-        if name and _plain_norm_class(layer) is not None:
-            parent_name, _, attr = name.rpartition(".")
-            slots.append((name, module.get_submodule(parent_name), attr, layer))
+    for parent_name, parent in module.named_modules(remove_duplicate=False):
+        for attr, child in parent._modules.items():
+            if child is not None and _plain_norm_class(child) is not None:
+                slots.append((f"{parent_name}.{attr}" if parent_name else attr, parent, attr, child))
     return slots
 
 
@@ -132,13 +135,11 @@ def norm_layer_names(module: nn.Module) -> list[str]:
     other path to a shared layer); subclasses that override ``forward`` are not convertible and are
     not listed.
     """
-    seen: set[int] = set()
-    names = []
-    for name, _parent, _attr, layer in _norm_slots(module):
-        if id(layer) not in seen and not _overrides_forward(layer):
-            seen.add(id(layer))
-            names.append(name)
-    return names
+    return [
+        name
+        for name, layer in module.named_modules()  # depth-first; one name per layer
+        if _plain_norm_class(layer) is not None and not _overrides_forward(layer) and name
+    ]
 
 
 def _norm_filter(module: nn.Module, layers: NormSelection) -> Callable[[str, nn.Module], bool]:
