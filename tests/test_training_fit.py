@@ -554,3 +554,14 @@ def test_a_file_as_checkpoint_dir_and_per_member_batches_on_a_sigma_ensemble_are
     ens = ez.sigma_ensemble(nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 3)), members=2)
     with pytest.raises(ValueError, match="per_member_batches is not supported by a σN ensemble"):
         fit(ens, train, epochs=1, per_member_batches=True, **FAST)
+
+
+def test_a_regulariser_closing_over_a_trained_layer_keeps_its_identity_while_the_layer_trains():
+    from ensemblize.training.identity import callable_identity
+
+    head = nn.Linear(4, 3)
+    reg = lambda m: head.bias.abs().sum()  # noqa: E731
+    before = callable_identity(reg)
+    with torch.no_grad():
+        head.bias.add_(1.0)  # training moves the parameter; the regulariser is the same
+    assert callable_identity(reg) == before

@@ -15,8 +15,8 @@ digest (16 hex digits of SHA-256) covers
   convention: the configuration, not run-time state such as an epoch counter).
 
 Values are read structurally up to a small depth: numbers, strings, bools, ``None``, tuples,
-lists, dicts, tensors/arrays of up to 64 elements (by value), callables (recursively); any other
-object by its type name only. The digest is stable across processes for one Python version (it
+lists, dicts, tensors/arrays of up to 64 elements (by value; a tensor that requires grad — trained
+state — by shape and dtype only), callables (recursively); any other object by its type name only. The digest is stable across processes for one Python version (it
 hashes bytecode), so a resume under another Python version is refused as a different loss.
 """
 
@@ -54,6 +54,8 @@ def _value(v: Any, depth: int) -> str:
         items = sorted(f"{_value(k, depth + 1)}:{_value(x, depth + 1)}" for k, x in v.items())
         return f"dict({','.join(items)})"
     if isinstance(v, torch.Tensor):
+        if v.requires_grad:  # a trained parameter is state, not configuration: shape and dtype only
+            return f"parameter({tuple(v.shape)},{v.dtype})"
         shown = v.detach().cpu().tolist() if v.numel() <= _SMALL else f"<{v.numel()} values>"
         return f"tensor({tuple(v.shape)},{v.dtype},{shown})"
     if isinstance(v, np.ndarray):
