@@ -299,3 +299,26 @@ def test_make_estimator_gives_the_gbdts_the_benchmark_setting(method):
     params = est.get_params()
     assert params["kind"] == method and params["random_state"] == 3 and params["impute"] is True
     assert {k: params[k] for k in setting} == setting
+
+
+def test_a_failed_seed_is_never_averaged_away():
+    """A diverged seed (NaN score) used to vanish: the mean of the surviving seeds ranked first."""
+    from ensemblize.experiments.tabular_tables import average_ranks, score_table_markdown
+    from ensemblize.report.results import format_table
+
+    def rec(method, seed, acc, ds="d1"):
+        return {"method": method, "dataset": ds, "seed": seed, "members": 1, "params": 1, "train_seconds": 1.0,
+                "metrics": {"accuracy": acc}}  # fmt: skip
+
+    recs = [rec("A", 0, float("nan")), rec("A", 1, 0.99), rec("B", 0, 0.9), rec("B", 1, 0.9)]
+    recs += [
+        rec("C", 0, float("nan")),
+        rec("C", 1, float("nan")),
+        rec("A", 0, 0.5, "d2"),
+        rec("C", 0, 0.6, "d2"),
+    ]
+    ranks = average_ranks(recs)
+    assert ranks["per_dataset"]["d1"] == {"A": 2.5, "B": 1.0, "C": 2.5}  # both failed: the shared last ranks
+    assert ranks["n_datasets"]["C"] == 2  # an all-failed table still counts against it
+    assert "| A | failed (1 seed(s) finite) |" in score_table_markdown(recs)
+    assert "0.9900 (1 of 2 failed)" in format_table(recs)

@@ -127,6 +127,7 @@ def test_cli_run_and_evaluate_end_to_end(tmp_path):
     assert rows[1]["members"] == 2 and rows[0]["members"] == 1
     assert (out / "reliability.png").stat().st_size > 1000
     assert "report.html" in json.loads((out / "manifest.json").read_text())["files"]  # written before it
+    assert "status: complete (manifest.json written with this report)" in (out / "report.html").read_text()
     assert "accuracy" in res.output and "sigma_ens" in res.output
     res = runner.invoke(app, ["evaluate", str(out), "--ood", "uniform"])
     assert res.exit_code == 0, res.output
@@ -137,6 +138,7 @@ def test_cli_run_and_evaluate_end_to_end(tmp_path):
     assert "evaluation.json" in read_manifest(out)["files"]  # the manifest was rewritten, still verified
     res = runner.invoke(app, ["report", str(out)])
     assert res.exit_code == 0 and f"wrote {out / 'report.html'}" in res.output
+    assert "status: complete (manifest.json written with this report)" in (out / "report.html").read_text()
     assert "evaluation.json" in read_manifest(out)["files"]  # rewritten, still verified
     ev = json.loads((out / "evaluation.json").read_text())
     assert len(ev) == 3 and "ood_heldout_maxprob_auroc" in ev[0]["metrics"] and "corr_ece" in ev[0]["metrics"]

@@ -464,8 +464,9 @@ def report(
     with _clean_errors(folder_hint="'RUN_DIR'"):
         if not run_dir.is_dir():
             raise typer.BadParameter(f"{run_dir} is not a folder", param_hint="'RUN_DIR'")
+        finished = (run_dir / "manifest.json").is_file()  # amend_run verifies it and rewrites it after
         with amend_run(run_dir):
-            path = write_report(run_dir)
+            path = write_report(run_dir, finishing=finished)
     typer.echo(f"wrote {path}")
 
 

@@ -128,7 +128,7 @@ def markdown_table(
 ) -> str:
     """A markdown table, one row per group of ``by`` keys: mean ± std over seeds (n seeds) per metric,
     then parameters and train seconds."""
-    from ensemblize.report.results import summarize
+    from ensemblize.report.results import failed_note, summarize
 
     summary = summarize(records, by=by)
     cols = [*by, "n", *metrics, "params", "train_s"]
@@ -145,6 +145,7 @@ def markdown_table(
                 row.append(f"{mean:.1f} ± {std:.1f}")
             else:
                 row.append(f"{mean:.{digits}f} ± {std:.{digits}f}")
+            row[-1] += failed_note(s, m)
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 

@@ -528,7 +528,7 @@ def _write_report(path: Path) -> Path | None:
     from ..report.html import write_report
 
     try:
-        return write_report(path)
+        return write_report(path, finishing=True)
     except Exception as exc:  # the run's results are complete without it; say why it is missing
         print(f"report.html not written: {type(exc).__name__}: {exc}", file=sys.stderr)
         return None

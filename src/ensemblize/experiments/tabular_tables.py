@@ -50,8 +50,10 @@ def _metric_for(rows: list[dict[str, Any]], metric: str | None) -> dict[str, str
 def mean_scores(
     records: Iterable, *, metric: str | None = None
 ) -> dict[str, dict[str, tuple[float, float, int]]]:
-    """``{dataset: {method: (mean, std, n)}}`` of ``metric`` over seeds (NaNs left out).
+    """``{dataset: {method: (mean, std, n)}}`` of ``metric`` over seeds.
 
+    A method with a non-finite score on any seed (a diverged fit) gets ``(nan, nan, n_finite)``
+    there: it has no score on that table (ranked last by :func:`average_ranks`; shown as failed).
     ``metric=None``: each dataset's primary score (RMSE if its records have ``rmse``, else accuracy).
     Datasets without ``metric`` are left out. Order follows first appearance.
     """
@@ -65,7 +67,10 @@ def mean_scores(
     for s in summarize(rows, by=("dataset", "method")):
         name = which[s["dataset"]]
         if name in s["stats"]:
-            table.setdefault(s["dataset"], {})[s["method"]] = s["stats"][name]
+            mean, std, n = s["stats"][name]
+            if s["failed"].get(name):
+                mean, std = math.nan, math.nan
+            table.setdefault(s["dataset"], {})[s["method"]] = (mean, std, n)
     return table
 
 
@@ -74,7 +79,8 @@ def average_ranks(records: Iterable, *, metric: str | None = None) -> dict[str, 
 
     On each dataset the methods present are ranked 1..n by mean score over seeds (lower RMSE /
     log-loss, higher accuracy is better); tied means (equal to 10 decimals, so that floating-point
-    noise in the mean is not a win) share the average of their ranks. Returns
+    noise in the mean is not a win) share the average of their ranks. A method without a finite
+    score there (a seed failed) ranks last (several such share the last ranks). Returns
     ``{"metric": metric, "per_dataset": {dataset: {method: rank}}, "average": {method: mean rank},
     "n_datasets": {method: count}}`` with ``average`` sorted best first.
     """
@@ -85,12 +91,13 @@ def average_ranks(records: Iterable, *, metric: str | None = None) -> dict[str, 
     table = mean_scores(rows, metric=metric)
     per_dataset: dict[str, dict[str, float]] = {}
     for ds, by_method in table.items():
-        methods = [m for m, (mean, _, n) in by_method.items() if n > 0 and math.isfinite(mean)]
-        if not methods:
+        methods = list(by_method)
+        if not any(math.isfinite(by_method[m][0]) for m in methods):
             continue
-        means = np.round(np.array([by_method[m][0] for m in methods]), 10)  # float noise is a tie
         higher = SCORES[which[ds]]
-        ranks = rankdata(-means if higher else means, method="average")
+        means = np.round(np.array([by_method[m][0] for m in methods]), 10)  # float noise is a tie
+        keys = np.where(np.isfinite(means), -means if higher else means, np.inf)  # failed: last
+        ranks = rankdata(keys, method="average")
         per_dataset[ds] = dict(zip(methods, (float(v) for v in ranks), strict=True))
     collected: dict[str, list[float]] = {}
     for ranks in per_dataset.values():
@@ -124,7 +131,10 @@ def score_table_markdown(records: Iterable, *, metric: str | None = None, digits
         cells = []
         for ds in datasets:
             mean, std, n = table[ds].get(m, (math.nan, math.nan, 0))
-            cells.append("—" if n == 0 else f"{mean:.{digits}f} ± {std:.{digits}f}")
+            if m in table[ds] and not math.isfinite(mean):
+                cells.append(f"failed ({n} seed(s) finite)")
+            else:
+                cells.append("—" if n == 0 else f"{mean:.{digits}f} ± {std:.{digits}f}")
         lines.append("| " + " | ".join([m, *cells]) + " |")
     return "\n".join(lines)
 

@@ -162,7 +162,7 @@ def _summary_metrics(records: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _summary_section(records: Sequence[Mapping[str, Any]]) -> str:
-    from .results import summarize
+    from .results import failed_note, summarize
 
     if not records:
         return "<h2>Summary</h2><p>No results.json in this folder.</p>"
@@ -174,7 +174,11 @@ def _summary_section(records: Sequence[Mapping[str, Any]]) -> str:
         row.append(_cell(s["n"], s["n"]))
         for m in [*metrics, "params", "train_seconds"]:
             mean, std, n = s["stats"].get(m, (math.nan, math.nan, 0))
-            row.append(_cell(_fmt_stat(mean, std, n, m), mean if n and math.isfinite(mean) else ""))
+            row.append(
+                _cell(
+                    _fmt_stat(mean, std, n, m) + failed_note(s, m), mean if n and math.isfinite(mean) else ""
+                )
+            )
         rows.append(row)
     headers = [*by, "seeds", *metrics, "params", "train seconds"]
     note = (
@@ -343,7 +347,9 @@ def _files_section(run_dir: Path) -> str:
     )
 
 
-def _status(run_dir: Path) -> str:
+def _status(run_dir: Path, finishing: bool = False) -> str:
+    if finishing:  # written by a finished run just before its manifest (which lists this report)
+        return "complete (manifest.json written with this report)"
     path = run_dir / "manifest.json"
     if not path.is_file():
         return "no manifest.json (run in progress, interrupted, or written before manifests existed)"
@@ -361,8 +367,11 @@ def _command(config: Mapping[str, Any]) -> str:
     return "run" if name == "run" else f"experiment {name}" if "experiment" in config else str(name)
 
 
-def render_report(run_dir: str | Path) -> str:
-    """The report page of ``run_dir`` as one HTML string (see the module doc for its sections)."""
+def render_report(run_dir: str | Path, *, finishing: bool = False) -> str:
+    """The report page of ``run_dir`` as one HTML string (see the module doc for its sections).
+
+    ``finishing``: the run is complete and its manifest is being (re)written right after this
+    report (a finished command, or ``ensemblize report`` on a finished run); the status says so."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder {run_dir} does not exist")
@@ -376,7 +385,7 @@ def render_report(run_dir: str | Path) -> str:
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = [
         f"<h1>{_e(title)}</h1>",
-        f'<p class="meta">folder {_e(run_dir.resolve())} · report written {when} · status: {_e(_status(run_dir))}</p>',
+        f'<p class="meta">folder {_e(run_dir.resolve())} · report written {when} · status: {_e(_status(run_dir, finishing))}</p>',
         _claims_section(_claims(run_dir, full)),
         _summary_section(records),
         _figures_section(run_dir),
@@ -395,11 +404,11 @@ def render_report(run_dir: str | Path) -> str:
     )
 
 
-def write_report(run_dir: str | Path) -> Path:
+def write_report(run_dir: str | Path, *, finishing: bool = False) -> Path:
     """Write ``run_dir/report.html`` (self-contained: figures embedded, no external resource) atomically.
 
     Returns the path. Raises ``FileNotFoundError`` when ``run_dir`` does not exist and ``ValueError``
     when it is not a run folder (neither ``results.json`` nor ``run.json``) or a file in it is malformed.
     """
-    page = render_report(run_dir)
+    page = render_report(run_dir, finishing=finishing)
     return atomic_write_text(Path(run_dir) / REPORT_NAME, page)

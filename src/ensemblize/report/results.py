@@ -99,8 +99,10 @@ def _hashable(value: Any) -> Any:
 def summarize(
     records: Iterable[Record | dict], *, by: Sequence[str] = ("dataset", "method")
 ) -> list[dict[str, Any]]:
-    """Group records by ``by`` keys and give, per metric, ``(mean, std, n)`` over the group (std with ddof=0
-    when n = 1, ddof=1 otherwise). Group order follows first appearance."""
+    """Group records by ``by`` keys and give, per metric, ``(mean, std, n)`` over the group's finite
+    values (std with ddof=0 when n = 1, ddof=1 otherwise), and in ``"failed"`` the number of records
+    whose value is present but NaN or infinite (a diverged seed), so that no table can show the mean
+    of the surviving seeds as if it were all of them. Group order follows first appearance."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
         d = _as_dict(r)
@@ -111,22 +113,20 @@ def summarize(
         metric_names: list[str] = []
         for row in rows:
             metric_names += [m for m in row["metrics"] if m not in metric_names]
-        stats = {}
+        stats, failed = {}, {}
         for m in [*metric_names, "params", "train_seconds"]:
-            vals = np.array(
-                [
-                    (row["metrics"].get(m, math.nan) if m in row["metrics"] else row.get(m, math.nan))
-                    for row in rows
-                ],
-                dtype=float,
-            )
+            present = [row["metrics"][m] if m in row["metrics"] else row.get(m) for row in rows]
+            vals = np.array([math.nan if v is None else v for v in present], dtype=float)
+            bad = sum(1 for v in present if v is not None and not math.isfinite(float(v)))
+            if bad:
+                failed[m] = bad
             finite = vals[np.isfinite(vals)]
             if finite.size == 0:
                 stats[m] = (math.nan, math.nan, 0)
             else:
                 std = float(finite.std(ddof=1)) if finite.size > 1 else 0.0
                 stats[m] = (float(finite.mean()), std, int(finite.size))
-        out.append({**dict(zip(by, key, strict=True)), "n": len(rows), "stats": stats})
+        out.append({**dict(zip(by, key, strict=True)), "n": len(rows), "stats": stats, "failed": failed})
     return out
 
 
@@ -148,6 +148,13 @@ def _fmt(mean: float, std: float, n: int, digits: int, *, integer: bool = False)
     return body if n <= 1 else f"{body} ± {std:.{digits}f}"
 
 
+def failed_note(summary_row: dict[str, Any], metric: str) -> str:
+    """``" (2 of 3 failed)"`` when some records of a :func:`summarize` group have a non-finite
+    ``metric``, else ``""``: the shown mean is then over the other records only."""
+    k = summary_row.get("failed", {}).get(metric, 0)
+    return f" ({k} of {summary_row['n']} failed)" if k else ""
+
+
 def _rows(
     summary: Sequence[dict[str, Any]], by: Sequence[str], columns: Sequence[str], digits: int
 ) -> tuple[list[str], list[list[str]]]:
@@ -157,7 +164,8 @@ def _rows(
         row = [str(s[k]) for k in by] + [str(s["n"])]
         for m in columns:
             mean, std, n = s["stats"].get(m, (math.nan, math.nan, 0))
-            row.append(_fmt(mean, std, n, 1 if m == "train_seconds" else digits, integer=m in INTEGER_FIELDS))
+            cell = _fmt(mean, std, n, 1 if m == "train_seconds" else digits, integer=m in INTEGER_FIELDS)
+            row.append(cell + failed_note(s, m))
         rows.append(row)
     return header, rows
 
