@@ -142,6 +142,10 @@ def test_cli_run_and_evaluate_end_to_end(tmp_path):
     assert "evaluation.json" in read_manifest(out)["files"]  # rewritten, still verified
     ev = json.loads((out / "evaluation.json").read_text())
     assert len(ev) == 3 and "ood_heldout_maxprob_auroc" in ev[0]["metrics"] and "corr_ece" in ev[0]["metrics"]
+    for r in ev:  # the headline is far-OOD only (uniform here); the held-out classes are near-OOD, apart
+        m = r["metrics"]
+        assert m["ood_maxprob_auroc"] == m["ood_uniform_maxprob_auroc"]
+        assert m["ood_near_maxprob_auroc"] == m["ood_heldout_maxprob_auroc"]
     # the held-out-class task has 6 classes; the evaluation reuses the trained weights exactly
     trained = {r["method"]: r["metrics"]["accuracy"] for r in rows}
     assert {r["method"]: r["metrics"]["accuracy"] for r in ev} == pytest.approx(trained)

@@ -11,7 +11,9 @@ the test split:
   ``corr_{metric}_s{1..5}`` per severity (averaged over kinds);
 * OOD — for every far-OOD set (and any extra set passed in, e.g. held-out classes) and three
   confidence sources (``maxprob`` = max p̄, ``entropy`` = −H(p̄), ``mi`` = −mutual information):
-  ``ood_{set}_{score}_{auroc|aupr|fpr95}``, plus ``ood_{score}_auroc`` averaged over the sets;
+  ``ood_{set}_{score}_{auroc|aupr|fpr95}``, plus ``ood_{score}_auroc`` averaged over the far-OOD
+  sets only and ``ood_near_{score}_auroc`` over the extra (near-OOD) sets, so that a held-out-class
+  set never moves the far-OOD headline;
 * selective — ``aurc``, ``eaurc``, ``augrc`` with max-prob confidence and 0/1 losses;
 * diversity — ``disagreement``, ``pairwise_kl``, ``mutual_information`` (all 0 for one member).
 
@@ -204,11 +206,15 @@ def evaluate_classifier(
     # --- OOD -------------------------------------------------------------------------------------
     ood_kinds = bench.ood_kinds if spec.ood is None else spec.ood
     sets: dict[str, Tensor] = dict(bench.ood_sets(kinds=ood_kinds, seed=seed)) if ood_kinds else {}
+    near = set(extra_ood or {})
     sets.update(extra_ood or {})
     if sets:
         id_conf = _confidences(p)
         details["ood"] = {"id": id_conf["maxprob"]}
-        by_score: dict[str, list[float]] = {s: [] for s in SCORES}
+        by_kind: dict[str, dict[str, list[float]]] = {
+            "far": {s: [] for s in SCORES},
+            "near": {s: [] for s in SCORES},
+        }
         for name, x_ood in sets.items():
             ood_conf = _confidences(probs(x_ood))
             details["ood"][name] = ood_conf["maxprob"]
@@ -218,8 +224,12 @@ def evaluate_classifier(
                 metrics[f"ood_{name}_{score}_auroc"] = auroc
                 metrics[f"ood_{name}_{score}_aupr"] = M.ood_aupr(a, b)
                 metrics[f"ood_{name}_{score}_fpr95"] = M.fpr_at_tpr(a, b, tpr=0.95)
-                by_score[score].append(auroc)
-        for score, vals in by_score.items():
-            metrics[f"ood_{score}_auroc"] = float(np.mean(vals))
+                by_kind["near" if name in near else "far"][score].append(auroc)
+        # headline: far-OOD sets only (synthetic / other-domain inputs); near-OOD (held-out classes) apart
+        for score in SCORES:
+            if by_kind["far"][score]:
+                metrics[f"ood_{score}_auroc"] = float(np.mean(by_kind["far"][score]))
+            if by_kind["near"][score]:
+                metrics[f"ood_near_{score}_auroc"] = float(np.mean(by_kind["near"][score]))
     metrics = {k: (float(v) if v is not None else math.nan) for k, v in metrics.items()}
     return Evaluation(metrics=metrics, details=details, seconds=time.perf_counter() - start)

@@ -278,7 +278,7 @@ def ood_figure(evals: Mapping[str, Any], *, bins: int = 25) -> Any:
                 )  # fmt: skip
             mean_auroc = _fmt_stat([r.metrics.get("ood_maxprob_auroc", math.nan) for r in runs])
             ax.set_title(
-                f"{display_name(method)}{_seeds_note(runs)}\nmax-prob AUROC {mean_auroc} (mean over sets)"
+                f"{display_name(method)}{_seeds_note(runs)}\nmax-prob AUROC {mean_auroc} (mean over far-OOD sets)"
             )
             ax.set_xlabel("max probability (confidence)")
             ax.set_ylabel("density")
