@@ -335,7 +335,8 @@ def tabular_grid(
 
 
 def grid_summary(records: Sequence[Mapping[str, Any]], r_list, s_list, *, dataset: str) -> dict[str, Any]:
-    """Grids (rank × σ_init) of test score, validation score and test diversity; best cell on validation."""
+    """Grids (rank × σ_init) of test score, validation score and test diversity; best cell on validation
+    (accuracy ties broken by the lower validation log-loss)."""
     regression = "rmse" in records[0]["metrics"]
     metric, higher = primary_metric("regression" if regression else "binclass")
     div_name = "ambiguity" if regression else "pairwise_kl"
@@ -343,7 +344,14 @@ def grid_summary(records: Sequence[Mapping[str, Any]], r_list, s_list, *, datase
     grid = {key: np.array([r["metrics"][key] for r in records], dtype=float).reshape(shape)
             for key in (metric, f"val_{metric}", div_name)}  # fmt: skip
     val = grid[f"val_{metric}"]
-    best = np.unravel_index(np.argmax(val) if higher else np.argmin(val), shape)
+    # best on validation, ties in accuracy broken by the lower validation log-loss (the estimators'
+    # own rule), then by grid order
+    tie = np.array([r["metrics"].get("val_log_loss", math.nan) for r in records], dtype=float).reshape(shape)
+    order = sorted(
+        np.ndindex(shape),
+        key=lambda ij: ((-val[ij] if higher else val[ij]), tie[ij] if np.isfinite(tie[ij]) else math.inf),
+    )
+    best = order[0]
     div = grid[div_name]
     return {
         "dataset": dataset, "metric": metric, "diversity": div_name,

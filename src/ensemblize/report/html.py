@@ -42,7 +42,7 @@ __all__ = ["write_report", "render_report", "REPORT_NAME", "FIGURE_CAPTIONS"]
 REPORT_NAME = "report.html"
 #: Metrics shown in the summary table when the records have them (in this order).
 SUMMARY_METRICS = (
-    "accuracy", "nll", "ece", "brier", "rmse", "r2", "corr_accuracy", "corr_ece", "ood_maxprob_auroc",
+    "accuracy", "nll", "log_loss", "ece", "brier", "rmse", "r2", "corr_accuracy", "corr_ece", "ood_maxprob_auroc",
     "ood_mi_auroc", "aurc", "eaurc", "augrc", "disagreement", "pairwise_kl", "mutual_information",
 )  # fmt: skip
 _MAX_FALLBACK_METRICS = 10
