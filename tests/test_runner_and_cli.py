@@ -128,6 +128,8 @@ def test_cli_run_and_evaluate_end_to_end(tmp_path):
     assert (out / "reliability.png").stat().st_size > 1000
     assert "report.html" in json.loads((out / "manifest.json").read_text())["files"]  # written before it
     assert "status: complete (manifest.json written with this report)" in (out / "report.html").read_text()
+    assert "Recorded by the run (environment.json)" in (out / "report.html").read_text()
+    assert "torch_threads" in json.loads((out / "environment.json").read_text())
     assert "accuracy" in res.output and "sigma_ens" in res.output
     res = runner.invoke(app, ["evaluate", str(out), "--ood", "uniform"])
     assert res.exit_code == 0, res.output

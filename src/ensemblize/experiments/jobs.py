@@ -522,6 +522,17 @@ class ExperimentFolder:
         return results
 
 
+def _record_environment(path: Path) -> None:
+    """``environment.json`` (Python, packages, threads, device) when the run starts; a resumed run
+    keeps the one it started with. The report shows it instead of the report writer's own."""
+    from ..checkpoint import atomic_write_json
+    from ..report.environment import collect_environment
+
+    target = path / "environment.json"
+    if not target.is_file():
+        atomic_write_json(target, collect_environment())
+
+
 def _write_report(path: Path) -> Path | None:
     """``report.html`` for a finished run (before the manifest, which lists it); a failure to render
     it does not undo the run: it is said on stderr."""
@@ -607,6 +618,7 @@ def experiment_folder(
     mode = "resume" if ex.resume else "overwrite" if ex.overwrite else "new"
     config = {"experiment": experiment, **_canonical(dict(settings), where="settings")}
     with RunFolder(out, config=config, mode=mode) as folder:
+        _record_environment(folder.path)
         if ex.executor is None and not ex.workers and ex.scheduler is None:
             import torch
 
