@@ -208,3 +208,17 @@ def test_streaming_calibration_accepts_half_precision_like_the_functional_form(d
     got, want = rel.compute(), M.reliability(p, y)
     np.testing.assert_array_equal(got.count, want.count)
     np.testing.assert_array_equal(got.confidence, want.confidence)
+
+
+def test_sample_mean_metrics_refuse_batches_of_another_member_or_class_count():
+    d = M.Disagreement()
+    d.update(np.full((5, 2, 3), 1 / 3))
+    with pytest.raises(
+        ValueError, match=r"shape \(N, 4, 3\) past the sample axis, earlier batches \(N, 2, 3\)"
+    ):
+        d.update(np.full((5, 4, 3), 1 / 3))
+    a, b = M.Disagreement(), M.Disagreement()
+    a.update(np.full((5, 2, 3), 1 / 3))
+    b.update(np.full((5, 4, 3), 1 / 3))
+    with pytest.raises(ValueError, match="cannot merge"):
+        a.merge(b)

@@ -152,6 +152,13 @@ def rank_table_markdown(ranks: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _seconds(v: float) -> str:
+    """Seconds with enough digits to tell small costs apart: 0.32 → ``0.32``, 36.5 → ``36.5``, 6736 → ``6,736``."""
+    if not math.isfinite(v):
+        return "—"
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}" if v >= 1 else f"{v:.2f}"
+
+
 def cost_table_markdown(records: Iterable) -> str:
     """Markdown: per method, fits, members, mean parameters (GBDT: trees), wall and CPU seconds.
 
@@ -170,8 +177,11 @@ def cost_table_markdown(records: Iterable) -> str:
         wall = np.array([float(r["train_seconds"]) for r in rows])
         params = np.mean([float(r["params"]) for r in rows])
         members = sorted({int(r["members"]) for r in rows})
+        missing = int((~np.isfinite(cpu)).sum())
+        total = f"{_seconds(float(np.nansum(cpu)))}" + (f" ({missing} fit(s) not timed)" if missing else "")
+        per_fit = _seconds(float(np.nanmean(cpu))) if np.isfinite(cpu).any() else "—"
         lines.append(
-            f"| {m} | {len(rows)} | {'/'.join(map(str, members))} | {params:,.0f} | {wall.mean():.1f} | "
-            f"{np.nanmean(cpu) if np.isfinite(cpu).any() else math.nan:.1f} | {np.nansum(cpu):.0f} |"
+            f"| {m} | {len(rows)} | {'/'.join(map(str, members))} | {params:,.0f} | {_seconds(float(wall.mean()))} | "
+            f"{per_fit} | {total} |"
         )
     return "\n".join(lines)

@@ -79,6 +79,13 @@ class Metric:
             if name == "_kwargs":
                 continue
             mine = getattr(self, name)
+            if name == "_trailing":  # the batches' shape past the sample axis: must agree
+                if value is not None and mine is not None and value != mine:
+                    raise ValueError(
+                        f"cannot merge {type(self).__name__} states of batches shaped (N, {value}) and (N, {mine})"
+                    )
+                self._trailing = mine if mine is not None else value
+                continue
             if isinstance(value, list):
                 mine.extend(value)
             elif isinstance(value, (int, float)):
@@ -114,11 +121,24 @@ class _SampleMean(Metric):
     def reset(self) -> None:
         self._total = 0.0
         self._count = 0
+        self._trailing: tuple[int, ...] | None = None
 
     def update(self, *args: Any) -> None:
-        """Accumulate one batch (the same positional arguments as the functional form)."""
+        """Accumulate one batch (the same positional arguments as the functional form).
+
+        Every batch must have the first batch's shape past the sample axis (members, classes): a
+        mean over batches with 2 and 4 members, or 10 and 9 classes, would mean nothing.
+        """
         n = _num_samples(args[0])
         value = type(self).fn(*args, **self._kwargs)
+        trailing = tuple(np.shape(args[0])[1:])
+        if self._trailing is None:
+            self._trailing = trailing
+        elif trailing != self._trailing:
+            raise ValueError(
+                f"{type(self).__name__}: this batch has shape (N, {', '.join(map(str, trailing))}) past the "
+                f"sample axis, earlier batches (N, {', '.join(map(str, self._trailing))})"
+            )
         self._total += value * n
         self._count += n
 

@@ -526,7 +526,8 @@ class EnsembleClassifierMixin(ClassifierMixin):
         return torch.softmax(self._raw_members(X).double() / self.temperature_, dim=-1).numpy()
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """Ensemble probabilities ``p̄ = mean_k softmax(z_k)``, float64 ``(N, C)``, rows summing to 1.
+        """Ensemble probabilities ``p̄ = mean_k softmax(z_k / T)``, float64 ``(N, C)``, rows summing to 1
+        (``T`` = ``temperature_``: 1 unless ``calibration="temperature"`` fitted it).
 
         The mean is renormalised in float64 (``p̄ / Σ_c p̄_c``), so every row sums to 1 within 1e-12.
         """

@@ -14,7 +14,7 @@ whose weight family strictly contains TabM's rank-1 masks — and ``init_scale=4
 residual entry of ``A_k B_kᵀ`` starts with standard deviation 4 (see :class:`ensemblize.nn.LoMELinear`).
 
 How they were chosen (issue 11; ``scripts/select_lometab_default.py``, docs/results/tabular_bench.md):
-by mean **validation** rank across the 12 benchmark tables of :data:`ensemblize.data.tables.BENCHMARK_SUITE`
+by mean **validation** rank across 12 of the 16 tables of :data:`ensemblize.data.tables.BENCHMARK_SUITE` (the other four — cps1988, storms, default, taxi — held out)
 (64/16/20 split, seed 0), each setting ranked with official TabM, XGBoost and CatBoost on validation
 accuracy, log-loss and RMSE (the mean of the three mean ranks), at K = 16, 2 blocks of 128, ≤ 80
 epochs. Of 9 settings (rank 1/2/4, σ_init 1/2/4, lr 1e-3/2e-3/4e-3, weight decay 0/3e-4, early
