@@ -63,7 +63,14 @@ def test_cost_table_sums_cpu_seconds():
         dict(_rec("a", "x", s, rmse=0.1), cpu_seconds=c, train_seconds=w)
         for s, c, w in ((0, 2.0, 1.0), (1, 4.0, 3.0))
     ]
-    assert "| x | 2 | 1 | 1 | 2.0 | 3.0 | 6 |" in T.cost_table_markdown(recs)
+    assert "| x | 2 | 1 | 1 | 2.0 | 3.0 | 6.0 |" in T.cost_table_markdown(recs)
+    small = [
+        dict(_rec("a", "x", s, rmse=0.1), cpu_seconds=c, train_seconds=0.2) for s, c in ((0, 0.11), (1, 0.21))
+    ]
+    small.append(dict(_rec("a", "x", 2, rmse=0.1), train_seconds=0.2))  # no cpu_seconds recorded
+    assert "| x | 3 | 1 | 1 | 0.20 | 0.16 | 0.32 (1 fit(s) not timed) |" in T.cost_table_markdown(small)
+    big = [dict(_rec("a", "x", s, rmse=0.1), cpu_seconds=3368.0, train_seconds=4000.0) for s in (0, 1)]
+    assert "| 4,000 | 3,368 | 6,736 |" in T.cost_table_markdown(big)
 
 
 def test_budget_config_and_bad_input():
