@@ -119,3 +119,14 @@ def test_load_digits_names_a_bad_seed_or_a_fraction_too_small_to_stratify():
         ValueError, match=r"val_fraction=0.001 gives 2 of 1797 digits examples, fewer than its 10"
     ):
         load_digits(val_fraction=0.001)
+
+
+def test_a_partial_cifar_folder_names_the_missing_files(tmp_path):
+    from ensemblize.data.images import load_cifar
+
+    (tmp_path / "cifar-10-batches-py").mkdir()
+    (tmp_path / "cifar-10-batches-py" / "data_batch_1").write_bytes(b"x")
+    with pytest.raises(
+        FileNotFoundError, match=r"holds 1 of the 6 files; missing: data_batch_2, .*test_batch\."
+    ):
+        load_cifar(tmp_path)

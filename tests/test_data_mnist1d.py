@@ -163,3 +163,12 @@ def test_bad_arguments_are_named(cache_dir, kwargs, exc, match):
 def test_bad_cache_argument():
     with pytest.raises(TypeError, match="cache"):
         generate_mnist1d(cache=3)
+
+
+def test_a_file_given_as_cache_folder_is_named(tmp_path):
+    from ensemblize.data.mnist1d import generate_mnist1d
+
+    f = tmp_path / "not_a_folder"
+    f.write_text("x")
+    with pytest.raises(ValueError, match="cache must be a folder.*is a file"):
+        generate_mnist1d(cache=f)

@@ -298,8 +298,18 @@ def _find_cifar(root: Path, num_classes: int) -> tuple[str, Path]:
     expected = "; ".join(
         f"{layouts[k][0]}/{{{', '.join(layouts[k][1] + layouts[k][2])}}}" for k in ("py", "bin")
     )
+    partial = ""
+    for kind in ("bin", "py"):  # a folder with some of a layout's files: name the missing ones
+        for base in (root / layouts[kind][0], root):
+            files = layouts[kind][1] + layouts[kind][2]
+            present = [f for f in files if (base / f).is_file()]
+            if present and not partial:
+                missing = [f for f in files if f not in present]
+                partial = (
+                    f" {base} holds {len(present)} of the {len(files)} files; missing: {', '.join(missing)}."
+                )
     raise FileNotFoundError(
-        f"CIFAR-{num_classes} not found under {root}. Expected one of: {expected}. "
+        f"CIFAR-{num_classes} not found under {root}.{partial} Expected one of: {expected}. "
         "ensemblize never downloads data; place the official archive's extracted folder there."
     )
 

@@ -147,6 +147,8 @@ def generate_mnist1d(
     generation_seed = check_int(generation_seed, name="generation_seed", minimum=0)
     check_instance(cache, (bool, str, os.PathLike), name="cache", what="a bool or a folder path")
     folder = None if cache is False else default_cache_dir() if cache is True else Path(cache)
+    if folder is not None and cache is not True and folder.exists() and not folder.is_dir():
+        raise ValueError(f"cache must be a folder (or True / False), but {str(folder)!r} is a file")
     path = _cache_file(folder, generation_seed) if folder is not None else None
     arrays = _read_cache(path) if path is not None and path.is_file() else None
     if arrays is None:
