@@ -225,3 +225,18 @@ def test_an_unreachable_scheduler_is_named_before_the_run_folder_is_made(tmp_pat
                                    "--eval", "tiny", "--out", str(out), "--scheduler", f"tcp://127.0.0.1:{port}"])  # fmt: skip
     flat = " ".join(res.output.replace("│", " ").split())
     assert res.exit_code == 2 and "cannot reach a Dask scheduler" in flat and not out.exists()
+
+
+def threads_job(*, n: int) -> list[dict]:
+    import torch
+
+    return [{"method": "t", "dataset": "toy", "seed": n, "members": 1, "params": 0, "train_seconds": 0.0,
+             "metrics": {"threads": float(torch.get_num_threads())}}]  # fmt: skip
+
+
+def test_pool_jobs_run_with_the_threads_asked_for():
+    """``--threads`` used to be ignored with ``--workers`` (every pool job ran on one thread)."""
+    jobs = [Job.make("toy", threads_job, f"n={n}", n=n) for n in range(2)]
+    for threads in (1, 2):
+        recs = merged_records(run_jobs(jobs, workers=2, quiet=True, threads=threads))
+        assert [r["metrics"]["threads"] for r in recs] == [float(threads)] * 2

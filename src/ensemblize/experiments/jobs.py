@@ -123,7 +123,7 @@ class Execution:
     ``workers``: local processes (None/0: in this process); ``scheduler``: a Dask scheduler address;
     ``executor``: any ``concurrent.futures.Executor`` you manage; ``resume`` / ``overwrite``: what to
     do with an existing run folder (:func:`experiment_folder`); ``quiet``: no progress and no table;
-    ``threads``: torch intra-op threads of in-process jobs (pool and Dask jobs use one each);
+    ``threads``: torch intra-op threads of each job (in this process, or per pool / Dask job);
     ``wide``: print every metric in one console table instead of tables ≤ 100 characters wide.
     """
 
@@ -412,8 +412,10 @@ def run_jobs(
     executor: Executor | None = None,
     quiet: bool = False,
     describe: Callable[[Sequence[Mapping[str, Any]]], str] | None = None,
+    threads: int = 1,
 ) -> list[JobResult]:
-    """Run ``jobs`` (see module doc) and return their results in the order of ``jobs``."""
+    """Run ``jobs`` (see module doc) and return their results in the order of ``jobs``; jobs on a
+    pool of ``workers`` or a Dask ``scheduler`` run with ``threads`` torch threads each."""
     jobs = list(jobs)
     keys = [j.key for j in jobs]
     if len(set(keys)) != len(keys):
@@ -445,7 +447,7 @@ def run_jobs(
             _run_on(executor, jobs, todo, finished, threads=None)
         elif workers or scheduler is not None:
             with make_executor(workers=workers, scheduler=scheduler) as pool:
-                _run_on(pool, jobs, todo, finished, threads=1)
+                _run_on(pool, jobs, todo, finished, threads=threads)
         else:
             for i in todo:
                 with _naming(jobs[i]):
@@ -517,6 +519,7 @@ class ExperimentFolder:
             executor=ex.executor,
             quiet=ex.quiet,
             describe=describe,
+            threads=ex.threads,
         )
         write_results(self.path, merged_records(results))
         return results
