@@ -551,3 +551,17 @@ def test_evaluate_predictions_against_references():
     )
     with pytest.raises(ValueError, match="shape"):
         evaluate_predictions("multiclass", labels, score)
+
+
+def test_a_few_whole_number_target_read_as_regression_warns(tmp_path):
+    import warnings
+
+    from ensemblize.data.tables import load_table
+
+    pd.DataFrame({"a": np.arange(40.0), "y": np.arange(40) % 4}).to_csv(tmp_path / "t.csv", index=False)
+    with pytest.warns(UserWarning, match="holds 4 distinct whole numbers and is read as regression"):
+        assert load_table(tmp_path / "t.csv", target="y").task == "regression"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an explicit task, or a continuous target: silent
+        assert load_table(tmp_path / "t.csv", target="y", task="multiclass").task == "multiclass"
+        assert load_table(tmp_path / "t.csv", target="a").task == "regression"

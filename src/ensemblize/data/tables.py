@@ -47,6 +47,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -361,6 +362,14 @@ def _object_of_numbers(col: pd.Series) -> bool:
     return pd.api.types.infer_dtype(col, skipna=True) in ("floating", "mixed-integer-float")
 
 
+def _few_whole_numbers(y: pd.Series, limit: int = 20) -> bool:
+    """A numeric target of at most ``limit`` distinct whole numbers, each seen twice on average or more
+    (repeating codes, not distinct measurements): class labels as often as counts."""
+    values = y.to_numpy(dtype=np.float64)
+    k = y.nunique()
+    return k <= limit and 2 * k <= len(y) and bool(np.all(values == np.round(values)))
+
+
 def _infer_task(y: pd.Series) -> str:
     n_unique = y.nunique(dropna=True)
     if pd.api.types.is_numeric_dtype(y.dtype) and not pd.api.types.is_bool_dtype(y.dtype):
@@ -418,7 +427,18 @@ def load_table(
     if y.isna().any():
         raise ValueError(f"target column {target!r} has {int(y.isna().sum())} missing value(s)")
     X = frame.drop(columns=[target, *drop]).reset_index(drop=True)
-    task = _infer_task(y) if task is None else _check_task(task)
+    if task is None:
+        task = _infer_task(y)
+        if task == "regression" and _few_whole_numbers(y):
+            warnings.warn(
+                f"target {target!r} holds {y.nunique()} distinct whole numbers and is read as regression "
+                "(the rule: a numeric target with more than 2 values); pass task='multiclass' if they "
+                "are class labels",
+                UserWarning,
+                stacklevel=2,
+            )
+    else:
+        task = _check_task(task)
     if task != "regression" and y.nunique() < 2:
         raise ValueError(f"target {target!r} has a single class; cannot use task {task!r}")
     if task == "regression" and not pd.api.types.is_numeric_dtype(y.dtype):
