@@ -52,6 +52,16 @@ _FALSE = frozenset({"false", "0", "0.0"})
 _EPOCH = pd.Timestamp("1970-01-01")
 
 
+def column_names(frame: pd.DataFrame, *, name: str) -> list[str]:
+    """``frame``'s column names as strings; ValueError naming ``name`` when two of them coincide
+    (also ``1`` and ``"1"``, which are one name once written as text)."""
+    names = [str(c) for c in frame.columns]
+    if len(set(names)) != len(names):
+        dup = sorted({c for c in names if names.count(c) > 1})
+        raise ValueError(f"{name} has duplicate column names {dup}; give every column its own name")
+    return names
+
+
 def time_kind(col: pd.Series) -> str | None:
     """``"datetime"`` / ``"timedelta"`` for a datetime / timedelta column, else ``None``.
 

@@ -54,6 +54,7 @@ from ensemblize.data.table_columns import (
     NUMERIC_KINDS,
     category_kind,
     category_values,
+    column_names,
     numeric_kind,
     numeric_values,
     time_zone_aware,
@@ -142,10 +143,7 @@ def as_table_frame(X: Any, *, name: str = "X") -> pd.DataFrame:
         frame = pd.DataFrame(X, columns=[f"x{i}" for i in range(X.shape[1])])
     else:
         raise TypeError(f"{name} must be a pandas DataFrame or a 2-D NumPy array, got {type(X).__name__}")
-    names = [str(c) for c in frame.columns]
-    if len(set(names)) != len(names):
-        dup = sorted({c for c in names if names.count(c) > 1})
-        raise ValueError(f"{name} has duplicate column names {dup}")
+    names = column_names(frame, name=name)
     if any(not isinstance(c, str) for c in frame.columns):
         frame = frame.set_axis(names, axis=1)  # a new frame; the caller's keeps its names
     return frame

@@ -142,8 +142,11 @@ def norm_layer_names(module: nn.Module) -> list[str]:
     ]
 
 
-def _norm_filter(module: nn.Module, layers: NormSelection) -> Callable[[str, nn.Module], bool]:
-    """``(name, layer) -> convert it?`` for a :data:`NormSelection`; unknown names are a ValueError."""
+def _norm_filter(
+    module: nn.Module, layers: NormSelection, slots: list[tuple[str, nn.Module, str, nn.Module]]
+) -> Callable[[str, nn.Module], bool]:
+    """``(name, layer) -> convert it?`` for a :data:`NormSelection` over ``module``'s norm ``slots``
+    (:func:`_norm_slots`); unknown names are a ValueError."""
     if layers is None:
         return lambda _name, _layer: True
     if callable(layers):
@@ -154,15 +157,15 @@ def _norm_filter(module: nn.Module, layers: NormSelection) -> Callable[[str, nn.
     bad = [n for n in wanted if not isinstance(n, str)]
     if bad:
         raise TypeError(f"layers must hold layer names (str), got {bad[0]!r} ({type(bad[0]).__name__})")
-    slots = {name: layer for name, _parent, _attr, layer in _norm_slots(module)}
-    custom = sorted(n for n in wanted if n in slots and _overrides_forward(slots[n]))
+    by_name = {name: layer for name, _parent, _attr, layer in slots}
+    custom = sorted(n for n in wanted if n in by_name and _overrides_forward(by_name[n]))
     if custom:
-        kinds = sorted({type(slots[n]).__name__ for n in custom})
+        kinds = sorted({type(by_name[n]).__name__ for n in custom})
         raise ValueError(
             f"layers: {custom} cannot be converted: their class(es) {kinds} override forward, which a "
             "σNorm layer cannot reproduce"
         )
-    unknown = sorted(set(wanted) - set(slots))
+    unknown = sorted(set(wanted) - set(by_name))
     if unknown:
         raise ValueError(
             f"layers: unknown norm layer name(s) {unknown}; available: {norm_layer_names(module)}"
@@ -202,8 +205,8 @@ def convert_norms(
     """
     check_module(module, name="module")
     members, noise, gate_init = _check_conversion(members, noise, gate_init)
-    selected = _norm_filter(module, layers)
     slots = _norm_slots(module)
+    selected = _norm_filter(module, layers, slots)
     custom = sorted({name for name, _p, _a, layer in slots if _overrides_forward(layer)})
     if custom and not isinstance(layers, Iterable):
         kinds = sorted({type(layer).__name__ for _n, _p, _a, layer in slots if _overrides_forward(layer)})

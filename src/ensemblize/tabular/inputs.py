@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from ensemblize._checks import check_finite_real
+from ensemblize.data.table_columns import column_names
 
 __all__ = ["as_frame", "as_target", "check_real"]
 
@@ -52,10 +53,7 @@ def as_frame(X: Any, *, name: str) -> pd.DataFrame:
                 f"{name} has MultiIndex columns (e.g. {X.columns[0]!r}); flatten them first, e.g. "
                 "X.columns = ['_'.join(map(str, c)) for c in X.columns]"
             )
-        names = [str(c) for c in X.columns]
-        if len(set(names)) != len(names):
-            dup = sorted({c for c in names if names.count(c) > 1})
-            raise ValueError(f"{name} has duplicate column names {dup}; give every column its own name")
+        column_names(X, name=name)  # duplicates are an error
         return X
     if isinstance(X, torch.Tensor):
         X = X.detach().cpu().numpy()

@@ -71,10 +71,7 @@ def _align_columns(frame: pd.DataFrame, columns: list[str], *, name: str, fitted
     names = [str(c) for c in frame.columns]
     if names == columns:
         return frame if all(isinstance(c, str) for c in frame.columns) else frame.set_axis(names, axis=1)
-    if len(set(names)) != len(names):
-        dup = sorted({c for c in names if names.count(c) > 1})
-        raise ValueError(f"{name} has duplicate column names {dup}")
-    if set(names) == set(columns):
+    if set(names) == set(columns):  # (names are unique: as_frame checked them)
         return frame.set_axis(names, axis=1)[columns]
     missing = [c for c in columns if c not in names]
     unexpected = [c for c in names if c not in columns]

@@ -37,6 +37,7 @@ fail it instead).
 from __future__ import annotations
 
 import inspect
+import json
 import math
 import os
 import re
@@ -412,12 +413,8 @@ def _claim_study(study: Any, identity: dict[str, Any]) -> None:
             )
         study.set_user_attr(_IDENTITY_KEY, identity)
         return
-    diff = [
-        f"{k}: study {saved.get(k)!r} vs now {v!r}"
-        for k, v in identity.items()
-        if (list(saved[k]) if isinstance(saved.get(k), (list, tuple)) else saved.get(k))
-        != (list(v) if isinstance(v, (list, tuple)) else v)
-    ]
+    now = json.loads(json.dumps(identity))  # as the storage holds it (tuples become lists)
+    diff = [f"{k}: study {saved.get(k)!r} vs now {v!r}" for k, v in now.items() if saved.get(k) != v]
     if diff:
         raise ValueError(
             f"study {study.study_name!r} in this storage was created for another tuning job "
