@@ -342,6 +342,22 @@ def test_the_first_timed_fit_of_a_process_is_warmed_up_untimed():
     assert info.misses == 1 and info.hits == 1  # one warm-up per method and task, then reused
 
 
+def test_the_sigma_mlp_job_is_warmed_up_untimed_too(monkeypatch):
+    """σN-MLP has no estimator; its warm-up runs the job's own code path once on a synthetic table."""
+    from ensemblize.experiments import tabular_methods as tm
+
+    tm._warm_up.cache_clear()
+    calls = []
+    real = tm._sigma_job
+    monkeypatch.setattr(
+        tm, "_sigma_job", lambda prepared, **kw: calls.append(prepared.name) or real(prepared, **kw)
+    )
+    for seed in (0, 1):
+        rec = tm.tabular_job(method="sigma", dataset="concrete", seed=seed, budget="tiny", max_rows=200)[0]
+        assert rec["cpu_seconds"] > 0
+    assert calls == ["warm-up", "concrete", "concrete"]  # one untimed warm-up, then the two timed jobs
+
+
 def test_grid_best_cell_breaks_validation_accuracy_ties_by_log_loss():
     from ensemblize.experiments.tabular import grid_summary
 

@@ -260,17 +260,32 @@ def _warm_up(method: str, task: str) -> None:
     """
     import pandas as pd
 
+    X, y = _warm_up_table(task)
+    if method == "sigma":  # no estimator: the job's own code path on the table's preprocessed split
+        from ensemblize.data.table_preprocessing import prepare
+        from ensemblize.data.tables import TabularDataset
+
+        table = TabularDataset(
+            X=X, y=pd.Series(y), task=task, name="warm-up", numeric=["a", "b"], categorical=["c"]
+        )
+        _sigma_job(prepare(table, seed=0), seed=0, cfg=budget_config("tiny", len(y)), keep_history=False)
+        return
+    est, _ = make_estimator(method, task, seed=0, cfg=budget_config("tiny", len(y)))
+    est.fit(X.iloc[:48], y[:48], eval_set=(X.iloc[48:], y[48:]))
+
+
+def _warm_up_table(task: str) -> tuple[Any, np.ndarray]:
+    """A 64-row synthetic table (two numeric columns, one categorical) and a ``task`` target."""
+    import pandas as pd
+
     rng = np.random.default_rng(0)
     n = 64
     X = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n), "c": rng.choice(["u", "v", "w"], n)})
     if task == "regression":
-        y = X["a"].to_numpy() + rng.normal(size=n)
-    elif task == "binclass":
-        y = (X["a"] > 0).astype(int).to_numpy()
-    else:
-        y = np.digitize(X["a"].to_numpy(), [-0.5, 0.5])
-    est, _ = make_estimator(method, task, seed=0, cfg=budget_config("tiny", n))
-    est.fit(X.iloc[:48], y[:48], eval_set=(X.iloc[48:], y[48:]))
+        return X, X["a"].to_numpy() + rng.normal(size=n)
+    if task == "binclass":
+        return X, (X["a"] > 0).astype(int).to_numpy()
+    return X, np.digitize(X["a"].to_numpy(), [-0.5, 0.5])
 
 
 def _timed_fit(est, splits, *, method: str) -> tuple[float, float]:
@@ -412,6 +427,7 @@ def tabular_job(
     if method in GBDT_METHODS:
         body = _gbdt_job(method, splits, seed=seed, cfg=cfg)
     elif method == "sigma":
+        _warm_up(method, splits.train.task)
         body = _sigma_job(
             _prepared(dataset, split_seed, max_rows), seed=seed, cfg=cfg, keep_history=keep_history
         )
