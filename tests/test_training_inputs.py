@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -222,3 +223,27 @@ def test_huggingface_bert_sigma_ensemble_fits_on_dict_batches_without_wrapper(ti
         z = ens(input_ids=val["input_ids"], attention_mask=val["attention_mask"]).logits
     torch.testing.assert_close(probs, z.softmax(-1), rtol=1e-5, atol=1e-6)
     assert not torch.allclose(probs[:, 0], probs[:, 1])  # the members differ
+
+
+@pytest.mark.parametrize(
+    "loader_kw, why",
+    [
+        ({"shuffle": True}, "RandomSampler (shuffle=True)"),
+        ({"drop_last": True}, "drop_last=True"),
+        ({"sampler": torch.utils.data.SubsetRandomSampler(range(40))}, "SubsetRandomSampler"),
+    ],
+)
+def test_predict_refuses_a_loader_that_would_reorder_or_skip_rows(loader_kw, why):
+    """predict returns rows in dataset order; a shuffling loader gave them in shuffled order, silently."""
+    from torch.utils.data import TensorDataset
+
+    x, y = _xy()
+    m = Base("tensor")
+    with pytest.raises(ValueError, match=r"cannot predict from this DataLoader: .*" + re.escape(why)):
+        predict(m, DataLoader(TensorDataset(x, y), batch_size=16, **loader_kw))
+    # a sequential loader is accepted and agrees with the tensors, row for row
+    assert torch.equal(predict(m, DataLoader(TensorDataset(x, y), batch_size=16)), predict(m, x))
+    # a custom batch sampler cannot be checked: refused with its name
+    batches = [list(range(i, min(i + 7, 40))) for i in range(0, 40, 7)]
+    with pytest.raises(ValueError, match="batch sampler list"):
+        predict(m, DataLoader(TensorDataset(x, y), batch_sampler=batches))

@@ -48,7 +48,14 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor, nn
-from torch.utils.data import DataLoader, Dataset, TensorDataset, default_collate
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    Dataset,
+    SequentialSampler,
+    TensorDataset,
+    default_collate,
+)
 
 from .._checks import check_finite, check_labels
 
@@ -348,6 +355,27 @@ class LoaderSource(Source):
     def num_batches(self, rows: int, batch_size: int) -> int:
         """``len(loader)``."""
         return self.steps
+
+    def order_problem(self) -> str | None:
+        """Why this loader would not yield every row of its dataset once, in order (None if it does).
+
+        Prediction returns rows in dataset order, so it needs a sequential, complete loader: a
+        ``SequentialSampler`` (``shuffle=False``, no other sampler) in a plain ``BatchSampler`` without
+        ``drop_last`` (or automatic batching off).
+        """
+        batch_sampler = self.loader.batch_sampler
+        if batch_sampler is None:
+            sampler = self.loader.sampler
+        elif type(batch_sampler) is BatchSampler:
+            if batch_sampler.drop_last:
+                return "it drops the last incomplete batch (drop_last=True)"
+            sampler = batch_sampler.sampler
+        else:
+            return f"its batch sampler {type(batch_sampler).__name__} may reorder or skip rows"
+        if type(sampler) is not SequentialSampler:
+            hint = " (shuffle=True)" if type(sampler).__name__ == "RandomSampler" else ""
+            return f"its sampler {type(sampler).__name__}{hint} does not yield every row once in order"
+        return None
 
     def set_epoch(self, epoch: int) -> None:
         """Forward the epoch to a sampler that wants it (``DistributedSampler``)."""

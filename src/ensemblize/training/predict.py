@@ -4,7 +4,8 @@ Both run the model in eval mode under ``torch.no_grad`` over ``data`` in batches
 restore the model's train/eval mode afterwards and return CPU tensors in sample order. ``data`` is
 anything :mod:`ensemblize.training.data` accepts: a tensor ``X``, an ``(X, ...)`` tuple (only ``X``
 is used), a dict of tensors (the ``labels_key`` entry is dropped before ``model(**inputs)``), a
-sized Dataset, or a DataLoader. In an initialised process group (torchrun) each rank predicts the
+sized Dataset, or a DataLoader that yields every row once, in order (``shuffle=False``, no
+other sampler, no ``drop_last``: anything else is a ValueError, since the rows would not line up). In an initialised process group (torchrun) each rank predicts the
 samples ``rank::world`` of indexed data and the shards are gathered, so every rank returns the full
 result; a DataLoader is predicted whole on every rank.
 
@@ -125,6 +126,12 @@ def _gather_outputs(model: nn.Module, data: object, o: dict[str, Any]) -> tuple[
     module.to(dev)
     ctx = D.current()
     source = make_source(data, name="data", labels_key=o["labels_key"])
+    problem = None if source.shardable else source.order_problem()
+    if problem is not None:
+        raise ValueError(
+            f"cannot predict from this DataLoader: {problem}, so the results would not line up with the "
+            "dataset's rows. Pass DataLoader(dataset, batch_size=..., shuffle=False) or the tensors themselves"
+        )
     steps = -(-source.n // batch_size) if source.shardable else source.num_batches(source.n, batch_size)
     bar = Progress(steps, desc=o["desc"], unit="batch", enabled=bool(o["progress"]) and ctx.is_main)
     try:
