@@ -177,3 +177,48 @@ def test_frozen_parameters_stay_frozen_through_save_and_load(tmp_path):
     back = ez.load_ensemble(ez.save_ensemble(ens, tmp_path / "e"), base())
     grads = {n: p.requires_grad for n, p in back.named_parameters()}
     assert grads["backbone.2.weight"] is False and sum(not g for g in grads.values()) == 1
+
+
+class _Relu(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.bn, self.out = nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.bn(self.fc(x))))
+
+
+class _Tanh(_Relu):  # the same parameters, another function
+    def forward(self, x):
+        return self.out(torch.tanh(self.bn(self.fc(x))))
+
+
+def test_a_base_model_of_another_class_is_refused_even_with_the_same_parameters(tmp_path: Path):
+    """Parameters alone cannot tell _Relu from _Tanh: loading into _Tanh succeeded, outputs off by 0.58."""
+    torch.manual_seed(0)
+    ens = ez.sigma_ensemble(_Relu(), members=2, seed=0).eval()
+    save_ensemble(ens, tmp_path / "m")
+    x = torch.randn(5, 4)
+    assert torch.equal(load_ensemble(tmp_path / "m", _Relu())(x), ens(x))
+    with pytest.raises(
+        ValueError, match=r"saved from a .*_Relu, but base_model is a .*_Tanh.*check_class=False"
+    ):
+        load_ensemble(tmp_path / "m", _Tanh())
+    renamed = load_ensemble(tmp_path / "m", _Tanh(), check_class=False)  # the explicit opt-out
+    assert not torch.equal(renamed(x), ens(x))
+    # the class's module may differ (a script's __main__ vs an import path): only its name is compared
+    meta = json.loads((tmp_path / "m.json").read_text())
+    assert meta["backbone_class"].endswith("._Relu")
+
+
+def test_another_ensemblize_file_is_named_with_how_it_loads(tmp_path: Path):
+    from ensemblize.tabular import LoMETabRegressor
+
+    rng = torch.Generator().manual_seed(0)
+    X = torch.randn(60, 3, generator=rng).numpy()
+    est = LoMETabRegressor(members=2, n_blocks=1, d_block=8, max_epochs=1, n_networks=1, n_bins=4).fit(
+        X, X[:, 0]
+    )
+    est.save(tmp_path / "est")
+    with pytest.raises(ValueError, match=r"not a saved σN ensemble .*LoMETabRegressor.load\(path\)"):
+        load_ensemble(tmp_path / "est", _Relu())

@@ -34,7 +34,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, load_checkpoint, load_checkpoint_meta, save_checkpoint
 from .sigma.convert import SigmaEnsemble, sigma_ensemble
 
 __all__ = ["save_ensemble", "load_ensemble", "FORMAT", "REQUIRED"]
@@ -104,18 +104,48 @@ def _first_mismatch(saved: list[list[Any]], now: list[list[Any]]) -> str | None:
     return None
 
 
-def load_ensemble(path: str | os.PathLike, base_model: nn.Module, *, device: str = "cpu") -> SigmaEnsemble:
+def _what_file(meta: dict[str, Any]) -> str:
+    """A hint naming what a foreign ensemblize file is and how it loads."""
+    if "kind" in meta and "preprocessor" in meta:
+        return f"; it is a saved tabular estimator ({meta['kind']}): load it with {meta['kind']}.load(path)"
+    fmt = meta.get("format")
+    if fmt == "ensemblize.method/1":
+        return "; it is a model saved by an ensemblize run: `ensemblize evaluate RUN_DIR` rebuilds it"
+    if isinstance(fmt, str) and fmt.startswith("ensemblize.training/"):
+        return "; it is a training checkpoint: pass it to fit(..., resume=...)"
+    return ""
+
+
+def load_ensemble(
+    path: str | os.PathLike, base_model: nn.Module, *, device: str = "cpu", check_class: bool = True
+) -> SigmaEnsemble:
     """Rebuild the ensemble saved at ``path`` from ``base_model`` (unconverted, untouched) and load its state.
 
-    Raises ValueError naming the first mismatch when ``base_model`` has another architecture (other
-    converted layers, or a state entry of another name, shape or dtype), and the errors of
+    ``base_model`` must be of the class the ensemble was saved from (compared by the class's own
+    name; the module may differ, e.g. ``__main__`` vs an import path): parameters alone cannot tell two
+    classes with the same layout but different ``forward`` apart. ``check_class=False`` skips that
+    check (a renamed class).
+
+    Raises ValueError naming the first mismatch when ``base_model`` has another class or architecture
+    (other converted layers, or a state entry of another name, shape or dtype), and the errors of
     :func:`ensemblize.checkpoint.load_checkpoint` for a damaged or foreign file.
     """
-    tensors, meta = load_checkpoint(path, device=device, required=REQUIRED)
-    if meta["format"] != FORMAT:
+    meta = load_checkpoint_meta(path)
+    if meta.get("format") != FORMAT:
         raise ValueError(
-            f"{path} is not a saved σN ensemble (format {meta['format']!r}, expected {FORMAT!r})"
+            f"{path} is not a saved σN ensemble (format {meta.get('format')!r}, expected {FORMAT!r})"
+            + _what_file(meta)
         )
+    tensors, meta = load_checkpoint(path, device=device, required=REQUIRED)
+    saved_class = meta.get("backbone_class")  # absent in files written before it was recorded
+    if check_class and isinstance(saved_class, str):
+        now_class = _qualname(base_model)
+        if saved_class.rsplit(".", 1)[-1] != now_class.rsplit(".", 1)[-1]:
+            raise ValueError(
+                f"{path} was saved from a {saved_class}, but base_model is a {now_class}: a model of another "
+                "class may compute something else with the same parameters. Pass a fresh instance of the "
+                "saved class (check_class=False if it was only renamed)"
+            )
     kwargs = _structure(meta["settings"], source=f"{path}.json")
     try:
         ens = sigma_ensemble(base_model, noise=0.0, **kwargs)
