@@ -321,3 +321,58 @@ def test_conversion_order_is_parents_first_as_saved_files_expect():
     from ensemblize.sigma.convert import norm_layer_names
 
     assert norm_layer_names(Net()) == ["blocks.0.1", "norm"]  # module (depth-first) order
+
+
+class _Encoder(nn.Module):
+    """(B, T, 8) -> (B, 3): a stock TransformerEncoderLayer, sequence-first or batch-first inside."""
+
+    def __init__(self, batch_first: bool) -> None:
+        super().__init__()
+        self.batch_first = batch_first
+        self.enc = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=batch_first)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = self.enc(x) if self.batch_first else self.enc(x.transpose(0, 1)).transpose(0, 1)
+        return self.head(h.mean(1))
+
+
+def _member_alone(ens, m, x):
+    """Member m of ``ens`` computed by an ensemble whose every member is a copy of member m."""
+    import copy
+
+    e = copy.deepcopy(ens)
+    for _, layer in e.sigma_layers():
+        with torch.no_grad():
+            layer.gate_logits.copy_(layer.gate_logits[m].expand_as(layer.gate_logits))
+            layer.bias.copy_(layer.bias[m].expand_as(layer.bias))
+    return e(x)[:, m]
+
+
+def test_a_norm_that_sees_tokens_on_axis_0_is_refused_not_silently_mixed():
+    """Sequence-first attention put T on axis 0 of every σNorm: members mixed (|Δ| 0.47), no error."""
+    torch.manual_seed(0)
+    x = torch.randn(5, 4, 8)  # T = 4 is a multiple of M = 2: the mix-up was silent
+    ens = ez.sigma_ensemble(_Encoder(batch_first=False), members=2, noise=2.0, seed=0).train()
+    with pytest.raises(ValueError, match=r"SigmaLayerNorm got input of shape \(4, 10, 8\).*10 rows \(B·M\)"):
+        ens(x)
+    ens.check_rows = False  # the documented opt-out restores the old (here wrong) behaviour
+    assert ens(x).shape == (5, 2, 3)
+    # batch-first: every member inside the ensemble equals that member computed alone
+    ens = ez.sigma_ensemble(_Encoder(batch_first=True), members=2, noise=2.0, seed=0).train()
+    with torch.no_grad():
+        out = ens(x)
+        for m in range(2):
+            torch.testing.assert_close(out[:, m], _member_alone(ens, m, x), rtol=0, atol=1e-6)
+
+
+def test_the_transformer_fast_path_does_not_bypass_sigma_norm_in_eval():
+    """In eval torch's fast path read norm1.bias directly: the (M, C) σNorm bias crashed predict."""
+    torch.manual_seed(0)
+    x = torch.randn(5, 4, 8)
+    ens = ez.sigma_ensemble(_Encoder(batch_first=True), members=2, noise=2.0, seed=0)
+    with torch.no_grad():
+        train_out = ens.train()(x)  # dropout 0: train and eval compute the same function
+        eval_out = ens.eval()(x)
+    torch.testing.assert_close(eval_out, train_out, rtol=1e-5, atol=1e-5)
+    assert torch.backends.mha.get_fastpath_enabled()  # restored after the forward

@@ -79,6 +79,15 @@ def _check_input(layer: SigmaNorm, x: object) -> Tensor:
     dtype = layer.weight.dtype
     if x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
         raise TypeError(f"{name} expects input of dtype {dtype} (its parameters' dtype), got {x.dtype}")
+    expected = layer.expected_rows
+    if expected is not None and x.dim() > 0 and x.shape[0] != expected:
+        raise ValueError(
+            f"{name} got input of shape {tuple(x.shape)}, but inside its SigmaEnsemble it must see the batch "
+            f"with the member axis folded in, {expected} rows (B·M), on axis 0; another leading axis (a "
+            "sequence-first nn.TransformerEncoderLayer with batch_first=False, tokens reshaped into the "
+            "batch) would mix the members. Keep the batch on axis 0 at every norm (or set "
+            "ensemble.check_rows = False if this row count keeps the member order)"
+        )
     return x
 
 
@@ -91,6 +100,8 @@ class SigmaNorm(nn.Module):
 
     members: int
     num_gated: int
+    #: rows axis 0 must have, set by :class:`~ensemblize.sigma.SigmaEnsemble` during its forward (None: unchecked)
+    expected_rows: int | None = None
     #: the layout attributes a plain norm must share to be loaded, and its kind (for errors)
     _layout: tuple[str, ...] = ()
     _plain: str = "norm layer"

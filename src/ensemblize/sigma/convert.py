@@ -309,7 +309,18 @@ class SigmaEnsemble(nn.Module):
     ``noise``, ``seed``, ``gate_init``, ``layers`` — a JSON-ready dict that
     :func:`ensemblize.save_ensemble` writes; built directly, ``noise``/``seed``/``gate_init`` are
     ``None`` (unknown) and ``layers`` is ``converted``).
+
+    Row check: during ``forward`` every σNorm layer must see exactly ``B·M`` rows on axis 0 (the
+    batch with the member axis folded in, member order intact). Anything else — a sequence-first
+    ``nn.TransformerEncoderLayer`` (``batch_first=False``) putting tokens on axis 0, tokens or
+    patches reshaped into the batch — would silently mix members, so it raises a ValueError naming
+    the layer. ``check_rows = False`` switches the check off for a model that legitimately feeds a
+    norm another row count that keeps the member order (e.g. two views concatenated on axis 0).
+    Torch's transformer "fast path", which reads norm weights directly and would bypass σNorm,
+    is switched off during ``forward``.
     """
+
+    check_rows: bool = True
 
     def __init__(
         self,
@@ -343,7 +354,19 @@ class SigmaEnsemble(nn.Module):
         def rep(a: Any) -> Any:
             return interleave(a, m) if isinstance(a, Tensor) and a.dim() > 0 and a.shape[0] == batch else a
 
-        out = self.backbone(*(rep(a) for a in args), **{k: rep(v) for k, v in kwargs.items()})
+        layers = [layer for _, layer in self.sigma_layers()]
+        fast_path = torch.backends.mha.get_fastpath_enabled()
+        try:
+            for layer in layers:
+                layer.expected_rows = batch * m if self.check_rows else None
+            torch.backends.mha.set_fastpath_enabled(
+                False
+            )  # it would read σNorm's (M, C) bias as a plain norm's
+            out = self.backbone(*(rep(a) for a in args), **{k: rep(v) for k, v in kwargs.items()})
+        finally:
+            torch.backends.mha.set_fastpath_enabled(fast_path)
+            for layer in layers:
+                layer.expected_rows = None
         return _map_outputs(out, lambda t: unfold(t, m) if t.dim() > 0 and t.shape[0] == batch * m else t)
 
 
