@@ -60,3 +60,27 @@ def test_temperature_scaled_rejects_bad_temperature(t, exc):
 def test_temperature_scaled_divides_logits():
     x = torch.randn(4, 3)
     torch.testing.assert_close(TemperatureScaled(torch.nn.Identity(), 2.0)(x), x / 2)
+
+
+def test_probabilities_passed_as_logits_are_refused_everywhere_logits_are_expected():
+    """fit_temperature(predict(...)) gave T = 0.09 and a test NLL worse than no scaling, silently."""
+    import numpy as np
+
+    from ensemblize import metrics
+    from ensemblize.models import fit_temperature
+
+    g = torch.Generator().manual_seed(0)
+    z = 3 * torch.randn(50, 2, 4, generator=g)
+    y = torch.randint(0, 4, (50,), generator=g)
+    p = torch.softmax(z, dim=-1)
+    with pytest.raises(ValueError, match="look like probabilities"):
+        fit_temperature(p, y)
+    with pytest.raises(ValueError, match="look like probabilities"):
+        metrics.nll(p.numpy(), y.numpy(), from_logits=True)
+    with pytest.raises(ValueError, match="look like probabilities"):
+        metrics.deep_gamblers_confidence(torch.softmax(z[:, 0], dim=-1))
+    # logits and log-probabilities are accepted; log-probabilities give the same NLL as the logits
+    assert fit_temperature(z, y) > 0
+    a = metrics.nll(z.numpy(), y.numpy(), from_logits=True)
+    b = metrics.nll(np.log(p.numpy()), y.numpy(), from_logits=True)
+    assert abs(a - b) < 1e-6

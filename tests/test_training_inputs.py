@@ -247,3 +247,18 @@ def test_predict_refuses_a_loader_that_would_reorder_or_skip_rows(loader_kw, why
     batches = [list(range(i, min(i + 7, 40))) for i in range(0, 40, 7)]
     with pytest.raises(ValueError, match="batch sampler list"):
         predict(m, DataLoader(TensorDataset(x, y), batch_sampler=batches))
+
+
+def test_a_model_ending_in_softmax_is_warned_about_in_fit_and_predict():
+    """predict applied a second softmax to a Softmax-ended model: NLL 0.25 -> 1.60, no warning."""
+    x, y = _xy()
+    model = nn.Sequential(nn.Linear(5, 3), nn.Softmax(dim=-1))
+    with pytest.warns(UserWarning, match="fit: the model's outputs look like probabilities"):
+        fit(model, (x, y), epochs=1, **FAST)
+    with pytest.warns(UserWarning, match="predict: the model's outputs look like probabilities"):
+        predict(model, x, batch_size=8)  # warned once, not once per batch
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        predict(nn.Linear(5, 3), x)  # logits: no warning

@@ -34,6 +34,30 @@ def check_finite(x: np.ndarray | torch.Tensor, *, name: str) -> None:
         raise ValueError(f"{name} contains {n} non-finite value(s) (NaN or inf)")
 
 
+def looks_like_probabilities(z: np.ndarray | torch.Tensor) -> bool:
+    """True when every entry of ``z`` (classes on the last axis, at least two) is in [0, 1] and every
+    row sums to 1 within 1e-4: a softmax's output, practically never a network's logits."""
+    t = torch.as_tensor(z).detach() if not isinstance(z, torch.Tensor) else z.detach()
+    if t.dim() < 1 or t.shape[-1] < 2 or t.numel() == 0 or not t.is_floating_point():
+        return False
+    t = t.double()
+    return bool(((t >= 0) & (t <= 1)).all()) and bool(((t.sum(dim=-1) - 1).abs() <= 1e-4).all())
+
+
+def check_not_probabilities(z: np.ndarray | torch.Tensor, *, name: str = "logits") -> None:
+    """Raise ValueError when logits ``z`` (classes on the last axis, at least two) look like probabilities.
+
+    Every entry in [0, 1] and every row summing to 1 (within 1e-4) is what ``softmax`` returns and
+    practically never what a network's logits are; taken as logits, such rows give a silently wrong
+    answer (a softmax of probabilities), so they are refused.
+    """
+    if looks_like_probabilities(z):
+        raise ValueError(
+            f"{name} look like probabilities (every entry in [0, 1], every row summing to 1), but logits are "
+            "expected here: pass the model's raw outputs (or log-probabilities, e.g. log(p)), not softmax(z)"
+        )
+
+
 def check_labels(labels: np.ndarray | torch.Tensor, num_classes: int, *, name: str = "labels") -> None:
     """Raise ValueError unless every label is an integer in ``[0, num_classes)``."""
     if isinstance(labels, torch.Tensor):

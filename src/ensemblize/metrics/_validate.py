@@ -15,6 +15,7 @@ from .._checks import (
     check_finite,
     check_fraction,
     check_labels,
+    check_not_probabilities,
     check_open_unit,
     check_positive,
     check_size,
@@ -102,6 +103,7 @@ def logits(z: object, *, name: str = "logits", ranks: tuple[int, ...] = (2, 3)) 
     if 0 in arr.shape:
         raise ValueError(f"{name} has an empty axis: shape {arr.shape}")
     check_finite(arr, name=name)
+    check_not_probabilities(arr, name=name)
     return arr
 
 

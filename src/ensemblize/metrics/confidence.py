@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._checks import check_bool, check_finite, check_positive
+from .._checks import check_bool, check_finite, check_not_probabilities, check_positive
 from . import _validate as V
 
 __all__ = [
@@ -170,4 +170,5 @@ def deep_gamblers_confidence(logits: ArrayT) -> ArrayT:
             f"got shape {tuple(t.shape)}"
         )
     check_finite(t, name="logits")
+    check_not_probabilities(t, name="logits")
     return _out(-torch.expm1(torch.log_softmax(t, dim=-1)[..., -1]), as_tensor)

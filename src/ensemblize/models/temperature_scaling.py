@@ -12,7 +12,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_finite, check_int, check_labels, check_module, check_positive
+from .._checks import (
+    check_finite,
+    check_int,
+    check_labels,
+    check_module,
+    check_not_probabilities,
+    check_positive,
+)
 
 __all__ = ["fit_temperature", "TemperatureScaled"]
 
@@ -40,6 +47,7 @@ def fit_temperature(logits: Tensor, labels: Tensor, *, max_iter: int = 200) -> f
             f"{tuple(logits.shape)} and {tuple(labels.shape)}"
         )
     check_finite(z, name="logits")
+    check_not_probabilities(z, name="logits")
     check_labels(labels, z.shape[-1])
     log_t = torch.zeros((), dtype=torch.float64, requires_grad=True)
     opt = torch.optim.LBFGS([log_t], lr=0.1, max_iter=max_iter, line_search_fn="strong_wolfe")

@@ -21,16 +21,18 @@ single model trained alone — what :class:`ensemblize.models.DeepEnsemble` decl
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_choice
+from .._checks import check_choice, looks_like_probabilities
 
 __all__ = [
     "REDUCTIONS",
+    "warn_if_probabilities",
     "logits_of",
     "class_members",
     "regression_members",
@@ -140,3 +142,16 @@ def member_loss_reduction(model: nn.Module) -> str:
     inner = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
     reduction = getattr(inner, "member_loss_reduction", "mean")
     return check_choice(reduction, REDUCTIONS, name=f"{type(inner).__name__}.member_loss_reduction")
+
+
+def warn_if_probabilities(logits: Tensor, *, where: str) -> None:
+    """Warn when a classifier's outputs look like probabilities (a final ``nn.Softmax``): ``where``
+    (fit / predict) treats them as logits, so a second softmax would flatten every prediction."""
+    if looks_like_probabilities(logits):
+        warnings.warn(
+            f"{where}: the model's outputs look like probabilities (entries in [0, 1], rows summing to 1), "
+            "but they are read as logits and softmax is applied again, which flattens every prediction "
+            "(NLL and calibration become meaningless). Remove the model's final Softmax and return logits",
+            UserWarning,
+            stacklevel=3,
+        )

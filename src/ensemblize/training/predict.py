@@ -36,7 +36,7 @@ from .._checks import check_choice, check_int, check_module
 from . import distributed as D
 from .data import Source, batch_bounds, call_model, check_batch, make_source, split_batch, to_device, tree_map
 from .modes import eval_mode
-from .outputs import class_members, regression_members
+from .outputs import class_members, regression_members, warn_if_probabilities
 from .progress import Progress
 
 __all__ = ["predict", "predict_outputs", "sharded_predict", "TASKS", "model_device", "sharded_batches"]
@@ -212,10 +212,15 @@ def predict(
     ``(N, M, D)``. Other arguments as in :func:`predict_outputs`.
     """
     check_choice(task, TASKS, name="task")
-    transform = (
-        (lambda out: torch.softmax(class_members(out), dim=-1))
-        if task == "classification"
-        else regression_members
-    )
+    checked = []
+
+    def probabilities(out: Any) -> Tensor:
+        z = class_members(out)
+        if not checked:  # the first batch: a model ending in Softmax would be softmaxed twice
+            warn_if_probabilities(z, where="predict")
+            checked.append(True)
+        return torch.softmax(z, dim=-1)
+
+    transform = probabilities if task == "classification" else regression_members
     return predict_outputs(model, data, transform=transform, batch_size=batch_size, device=device,
                            labels_key=labels_key, progress=progress, desc=desc)  # fmt: skip

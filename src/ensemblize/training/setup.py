@@ -31,6 +31,7 @@ from .outputs import (
     member_loss_reduction,
     member_mse,
     regression_members,
+    warn_if_probabilities,
 )
 from .predict import TASKS
 from .validation import MONITORS, check_scalar
@@ -127,6 +128,7 @@ def _task_setup(o: dict, module: nn.Module, train: Source, val: Source | None, d
     loss = loss_fn if loss_fn is not None else _default_loss(task, reduction)
     num_classes, classify_val = None, False
     if task == "classification" and loss_fn is None:
+        warn_if_probabilities(class_members(out), where="fit")
         c = int(class_members(out).shape[-1])
         num_classes = _check_classes(train, c)
         check_batch({}, y, name="train", num_classes=c)
