@@ -176,6 +176,14 @@ def test_parse_duration():
     for bad in ("", "10x", "m", "0s", "-5m"):
         with pytest.raises(ValueError, match="duration"):
             parse_duration(bad)
+    assert parse_duration("1d2h3m4s") == 86400 + 7200 + 180 + 4
+    # "1h30" read as 1 h 0 min 30 s (3,630 s), silently; out-of-order or repeated units too
+    for bad in ("1h30", "2h15", "30m1h", "1m1m"):
+        with pytest.raises(ValueError, match="every number needs its unit, largest first"):
+            parse_duration(bad)
+    with pytest.raises(ValueError, match="not a duration: '10 20'"):
+        parse_duration("10 20")  # was 1,020 s
+    assert parse_duration("1h 30m") == 5400
 
 
 _WORKER = """

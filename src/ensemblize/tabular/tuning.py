@@ -640,6 +640,7 @@ def _result(study, estimator, data, *, metric, seed, refit, index, ran, kept=Non
 # a user's CSV (``ensemblize tune``)
 # ------------------------------------------------------------------------------------------------
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_ORDER = "dhms"  # largest first: the order of the parts of a compound duration
 
 
 def parse_duration(text: str | float | int) -> float:
@@ -651,10 +652,20 @@ def parse_duration(text: str | float | int) -> float:
         return check_positive(text, name="duration")
     if not isinstance(text, str):
         raise TypeError(f"duration must be a string like '10m' or a number of seconds, got {text!r}")
+    if re.search(r"[\d.]\s+[\d.]", text):  # "10 20" is not 1020 seconds
+        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 10m, 1h30m)")
     s = text.strip().lower().replace(" ", "")
     parts = re.findall(r"(\d+(?:\.\d+)?)([smhd]?)", s)
     if not s or "".join(n + u for n, u in parts) != s:
         raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 10m, 1h30m)")
+    units = [u for _, u in parts]
+    order = [_ORDER.index(u) for u in units if u]
+    if len(parts) > 1 and ("" in units or order != sorted(set(order))):
+        # "1h30" would read 30 as seconds; "30m1h" or "1m1m" are typos, not durations
+        raise ValueError(
+            f"not a duration: {text!r}: with several parts every number needs its unit, largest first, "
+            "each unit once (e.g. 1h30m)"
+        )
     seconds = sum(float(n) * _UNITS[u] for n, u in parts)
     if seconds <= 0:
         raise ValueError(f"duration must be positive, got {text!r}")
