@@ -262,3 +262,45 @@ def test_a_model_ending_in_softmax_is_warned_about_in_fit_and_predict():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         predict(nn.Linear(5, 3), x)  # logits: no warning
+
+
+def test_a_validation_loader_must_score_every_row_once():
+    """drop_last / a DistributedSampler scored a subset, and val_loss divided by the whole dataset's size."""
+    from torch.utils.data import DistributedSampler, TensorDataset
+
+    from ensemblize.training import distributed as D
+    from ensemblize.training.data import make_source
+    from ensemblize.training.fit import _check_loaders
+
+    x, y = _xy(41)
+    ds = TensorDataset(x, y)
+    with pytest.raises(
+        ValueError, match=r"val: the DataLoader yields 40 of its dataset's 41 rows .*drop_last=True"
+    ):
+        fit(Base("tensor"), (x, y), DataLoader(ds, batch_size=8, drop_last=True), epochs=1, **FAST)
+    shard = DataLoader(
+        ds, batch_size=8, sampler=DistributedSampler(ds, num_replicas=2, rank=0, shuffle=False)
+    )
+    with pytest.raises(ValueError, match=r"yields 21 of its dataset's 41 rows .*DistributedSampler"):
+        fit(Base("tensor"), (x, y), shard, epochs=1, **FAST)
+    # a custom batch sampler cannot be sized up front: the count after the pass catches it
+    batches = [list(range(i, min(i + 8, 40))) for i in range(0, 40, 8)]  # row 40 never scored
+    with pytest.raises(ValueError, match="yielded 40 rows but its dataset has 41"):
+        fit(Base("tensor"), (x, y), DataLoader(ds, batch_sampler=batches), epochs=1, **FAST)
+    # a shuffled validation loader scores every row: accepted, and val_loss is the mean over the rows
+    res = fit(Base("tensor"), (x, y), DataLoader(ds, batch_size=8, shuffle=True), epochs=1, **FAST)
+    assert res.history[-1]["val_count"] == 41
+    # under DDP a training loader without a DistributedSampler is warned about
+    train = make_source(DataLoader(ds, batch_size=8), name="train", labels_key="labels")
+    with pytest.warns(UserWarning, match="has no DistributedSampler, so every rank trains on every row"):
+        _check_loaders(train, None, D.DistContext(rank=0, world_size=2))
+
+
+def test_val_loss_is_the_mean_over_the_rows_scored():
+    x, y = _xy(41)
+    model = Base("tensor")
+    res = fit(model, (x, y), (x, y), epochs=1, **FAST)
+    with torch.no_grad():
+        z = model(x)
+        expected = float(nn.functional.cross_entropy(z.reshape(-1, 3), y.repeat_interleave(2)))
+    assert abs(res.history[-1]["val_loss"] - expected) < 1e-5

@@ -377,6 +377,17 @@ class LoaderSource(Source):
             return f"its sampler {type(sampler).__name__}{hint} does not yield every row once in order"
         return None
 
+    def rows_per_pass(self) -> int | None:
+        """Rows one pass over the loader yields, when its sampler says without being iterated (None:
+        a custom batch sampler)."""
+        batch_sampler = self.loader.batch_sampler
+        if batch_sampler is None:
+            return len(self.loader.sampler)  # type: ignore[arg-type]
+        if type(batch_sampler) is not BatchSampler:
+            return None
+        rows = len(batch_sampler.sampler)  # type: ignore[arg-type]
+        return rows - rows % batch_sampler.batch_size if batch_sampler.drop_last else rows
+
     def set_epoch(self, epoch: int) -> None:
         """Forward the epoch to a sampler that wants it (``DistributedSampler``)."""
         sampler = getattr(self.loader, "sampler", None)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,8 @@ from . import resume as R
 from . import state as S
 from .data import (
     IndexedSource,
+    LoaderSource,
+    Source,
     batch_bounds,
     call_model,
     check_batch,
@@ -206,12 +209,38 @@ def fit(
     module = model.to(dev)
     train_src = make_source(train, name="train", labels_key=labels_key)
     val_src = make_source(val, name="val", labels_key=labels_key) if val is not None else None
+    _check_loaders(train_src, val_src, ctx)
     rng_devices = (
         [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
     )
     with torch.random.fork_rng(devices=rng_devices):
         run = make_run(opts, module, train_src, val_src, dev, ctx)
         return _train(run, opts)
+
+
+def _check_loaders(train: Source, val: Source | None, ctx: D.DistContext) -> None:
+    """A validation DataLoader must yield every row once (scores of a subset, or of a different
+    subset on each rank, would be silently wrong or deadlock early stopping); under DDP a training
+    DataLoader without a DistributedSampler trains every rank on every row (warned)."""
+    if isinstance(val, LoaderSource):
+        rows = val.rows_per_pass()
+        if rows is not None and rows != val.n:
+            sampler = val.loader.sampler
+            raise ValueError(
+                f"val: the DataLoader yields {rows} of its dataset's {val.n} rows per pass (sampler "
+                f"{type(sampler).__name__}, drop_last={val.loader.drop_last}); validation scores every row "
+                "once, on every rank: give it no DistributedSampler or subset sampler and drop_last=False"
+            )
+    if ctx.enabled and isinstance(train, LoaderSource):
+        sampler = getattr(train.loader.batch_sampler, "sampler", train.loader.sampler)
+        if not isinstance(sampler, torch.utils.data.DistributedSampler):
+            warnings.warn(
+                f"train: under torchrun (world size {ctx.world_size}) this DataLoader has no DistributedSampler, "
+                "so every rank trains on every row (each epoch is world-size times the data). Give it "
+                "sampler=DistributedSampler(dataset) or pass tensors / a Dataset and let fit shard them",
+                UserWarning,
+                stacklevel=3,
+            )
 
 
 def _has_batch_norm(module: nn.Module) -> bool:

@@ -90,8 +90,14 @@ def _merge(parts: list[_Accumulator], n: int, shardable: bool) -> dict[str, Any]
     indices = torch.cat([i for p in parts for i in p.indices])
     if shardable:
         D.check_coverage(indices, n)
+    elif indices.numel() != n:  # a DataLoader that skipped or repeated rows (a custom batch sampler)
+        raise ValueError(
+            f"val: the DataLoader yielded {indices.numel()} rows but its dataset has {n}; validation scores "
+            "every row once: use a loader without a subset or distributed sampler and with drop_last=False"
+        )
     first = parts[0]
-    res: dict[str, Any] = {"val_loss": sum(p.loss_sum for p in parts) / n, "val_count": int(indices.numel())}
+    scored = int(indices.numel())
+    res: dict[str, Any] = {"val_loss": sum(p.loss_sum for p in parts) / scored, "val_count": scored}
     if first.classify:
         nll, acc = NLL(from_logits=True), Accuracy()
         for part in parts:  # merged in rank order: the same value on every rank
