@@ -240,3 +240,30 @@ def test_pool_jobs_run_with_the_threads_asked_for():
     for threads in (1, 2):
         recs = merged_records(run_jobs(jobs, workers=2, quiet=True, threads=threads))
         assert [r["metrics"]["threads"] for r in recs] == [float(threads)] * 2
+
+
+def test_a_torchrun_run_cannot_be_resumed_in_one_process(tmp_path: Path, monkeypatch):
+    """Resuming a 2-process run in one process mixed world sizes in one results table, silently."""
+    out = tmp_path / "run"
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ArithmeticError):
+        with experiment_folder(out, experiment="toy", settings={}, execution=Execution(quiet=True)) as f:
+            f.run([*_jobs((0,)), Job.make("toy", failing_job, "broken n=1", n=1)])
+    assert json.loads((out / "run.json").read_text())["config"]["world_size"] == 2
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    with pytest.raises(RunFolderError, match="world_size"):
+        with experiment_folder(
+            out, experiment="toy", settings={}, execution=Execution(quiet=True, resume=True)
+        ):
+            pass
+
+
+def test_the_job_key_does_not_depend_on_how_the_output_folder_is_spelled(tmp_path: Path, monkeypatch):
+    """--resume with ./run vs /abs/run retrained every job (the key hashed the out string)."""
+    monkeypatch.chdir(tmp_path)
+    a = Job.make("toy", toy_job, "m0 seed=0", name="m0", seed=0, out="run")
+    b = Job.make("toy", toy_job, "m0 seed=0", name="m0", seed=0, out=str(tmp_path / "run"))
+    c = Job.make("toy", toy_job, "m0 seed=0", name="m0", seed=1, out="run")
+    assert a.key == b.key != c.key

@@ -149,7 +149,9 @@ def run_default(
     ]
     common = {"seed": seed, "epochs": epochs, "far_ood": far, "heldout": heldout, "evaluate": evaluate}
     jobs = [
-        Job.make("run", default_method_job, f"{s.name}", spec=asdict(s), out=str(out), **common)
+        Job.make(
+            "run", default_method_job, f"{s.name}", spec=asdict(s), out=str(Path(out).resolve()), **common
+        )
         for s in specs
     ]
     settings = {**common, "members": members, "model": model, "tau": tau, "lam": lam}

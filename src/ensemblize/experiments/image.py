@@ -392,7 +392,7 @@ def _method_jobs(
             data=c["data"],
             train=c["train"],
             evaluation=c["evaluation"],
-            out=str(c["out"]),
+            out=str(Path(c["out"]).resolve()),  # a Dask worker may run in another directory
             device=c["device"],
             details=details,
             tags=tags,

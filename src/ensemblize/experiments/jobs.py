@@ -210,8 +210,13 @@ class Job:
 
     @property
     def key(self) -> str:
-        """Stable identifier: ``<label slug>-<12 hex digits of the spec's SHA-256>``."""
-        digest = hashlib.sha256(_dumps([self.experiment, self.fn, self.params_json]).encode()).hexdigest()
+        """Stable identifier: ``<label slug>-<12 hex digits of the spec's SHA-256>``.
+
+        The ``out`` parameter (where a job writes files) is not part of the spec: the same job run into
+        the same folder spelled another way (relative / absolute) is the same job.
+        """
+        params = {k: v for k, v in self.params.items() if k != "out"}
+        digest = hashlib.sha256(_dumps([self.experiment, self.fn, _dumps(params)]).encode()).hexdigest()
         return f"{_slug(self.label)}-{digest[:12]}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -620,6 +625,8 @@ def experiment_folder(
         check_scheduler(ex.scheduler)  # before the run folder is made
     mode = "resume" if ex.resume else "overwrite" if ex.overwrite else "new"
     config = {"experiment": experiment, **_canonical(dict(settings), where="settings")}
+    if world > 1:  # data-parallel training is another configuration: a resume must not mix world sizes
+        config["world_size"] = world
     with RunFolder(out, config=config, mode=mode) as folder:
         _record_environment(folder.path)
         if ex.executor is None and not ex.workers and ex.scheduler is None:
