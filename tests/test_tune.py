@@ -334,6 +334,20 @@ def test_cli_tune_names_a_bad_time_in_one_line(tmp_path, budget):
     assert not (tmp_path / "o").exists()
 
 
+def test_cli_tune_refuses_torchrun_instead_of_hanging(tmp_path, monkeypatch):
+    """Under torchrun rank 0's first fit waited forever for ranks that had returned."""
+    from typer.testing import CliRunner
+
+    from ensemblize.cli import app
+
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    csv = _tiny_csv(tmp_path / "table.csv")
+    res = CliRunner().invoke(app, ["tune", str(csv), "--target", "label", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "does not run under torchrun" in res.output and "--storage" in res.output
+    assert not (tmp_path / "o").exists()
+
+
 def test_lometab_fit_calls_the_epoch_callbacks_and_true_stops_training():
     X, y = _data(120)
     seen = []

@@ -498,8 +498,13 @@ def tune(
     ),
 ) -> None:
     """Tune a LoMETab estimator on TABLE.csv within a time budget; write the fitted model and a report."""
-    if not _is_rank_0():
-        return
+    from .experiments.jobs import torchrun_rank
+
+    if torchrun_rank()[1] > 1:  # rank 0's fits would wait forever for the other ranks in a process group
+        raise typer.UsageError(
+            "ensemblize tune does not run under torchrun: to tune with several processes or machines, start "
+            "the same command in each with --storage (a shared Optuna study)"
+        )
     import torch
 
     from .tabular.tuning import parse_duration, tune_csv

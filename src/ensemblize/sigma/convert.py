@@ -88,8 +88,9 @@ def _twin(norm: nn.Module, members: int, gate_init: float) -> SigmaNorm | None:
             )
     if isinstance(norm, nn.SyncBatchNorm):
         raise TypeError(
-            "SyncBatchNorm cannot be converted (its input rank is unknown); convert the model "
-            "before nn.SyncBatchNorm.convert_sync_batchnorm, or use plain BatchNorm"
+            "SyncBatchNorm cannot be converted (its input rank is unknown): convert the model with plain "
+            "BatchNorm instead. Note that σBatchNorm is not synchronised across ranks (each rank normalises "
+            "with its own batch statistics, like BatchNorm without SyncBatchNorm)"
         )
     if isinstance(norm, nn.LayerNorm):
         return SigmaLayerNorm(norm.normalized_shape, members, norm.eps, gate_init=gate_init)
