@@ -501,9 +501,10 @@ def tune(
     from .experiments.jobs import torchrun_rank
 
     if torchrun_rank()[1] > 1:  # rank 0's fits would wait forever for the other ranks in a process group
-        raise typer.UsageError(
+        raise typer.BadParameter(
             "ensemblize tune does not run under torchrun: to tune with several processes or machines, start "
-            "the same command in each with --storage (a shared Optuna study)"
+            "the same command in each with --storage (a shared Optuna study)",
+            param_hint="torchrun",
         )
     import torch
 
