@@ -271,3 +271,22 @@ def test_evaluate_rebuilds_the_test_data_of_every_dataset_and_names_bad_options(
     assert res.exit_code == 2 and "is not a folder" in flat and "Traceback" not in res.output
     res = runner.invoke(app, ["evaluate", str(tmp_path), "--seed", "-3"])
     assert res.exit_code == 2 and "'--seed'" in res.output
+
+
+def test_the_first_method_a_process_trains_is_not_charged_the_start_up(digits, monkeypatch):
+    """The first job's train_seconds held ~3 s of one-time imports (the first optimiser's torch._dynamo)."""
+    from ensemblize.training import warm_up as W
+
+    W.warm_up.cache_clear()
+    order = []
+    import ensemblize.runner as runner
+
+    monkeypatch.setattr(runner, "warm_up", lambda: order.append("warm-up") or W.warm_up())
+    real_train = runner.train_method
+    monkeypatch.setattr(runner, "train_method", lambda *a, **k: order.append("train") or real_train(*a, **k))
+    spec = MethodSpec("single", model_kwargs={"width": 4})
+    run_method(spec, digits, train=TrainConfig(epochs=1), seed=1, eval_spec=EvalSpec.none())
+    assert order == ["warm-up", "train"] and W.warm_up.cache_info().currsize == 1
+    monkeypatch.setenv("WORLD_SIZE", "2")  # under torchrun it would join the group's collectives: skipped
+    W.warm_up.cache_clear()
+    W.warm_up()
