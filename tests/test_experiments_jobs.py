@@ -50,6 +50,12 @@ def failing_job(*, n: int) -> list[dict]:
     raise ArithmeticError(f"no {n}")
 
 
+def dying_job(*, n: int) -> list[dict]:
+    import os
+
+    os._exit(3)  # the worker process dies without a Python exception
+
+
 def _jobs(delays=(0.3, 0.0, 0.15, 0.0), marker=None) -> list[Job]:
     return [
         Job.make("toy", toy_job, f"m{i} seed={i}", name=f"m{i}", seed=i, delay=d, marker=marker)
@@ -267,3 +273,28 @@ def test_the_job_key_does_not_depend_on_how_the_output_folder_is_spelled(tmp_pat
     b = Job.make("toy", toy_job, "m0 seed=0", name="m0", seed=0, out=str(tmp_path / "run"))
     c = Job.make("toy", toy_job, "m0 seed=0", name="m0", seed=1, out="run")
     assert a.key == b.key != c.key
+
+
+def test_a_failure_keeps_the_running_jobs_results_and_starts_no_new_job(tmp_path: Path):
+    """The running jobs' results were thrown away when another job failed, so --resume redid them."""
+    out, marker = tmp_path / "run", tmp_path / "calls.txt"
+    slow = Job.make("toy", toy_job, "slow", name="slow", seed=0, delay=1.0, marker=str(marker))
+    later = Job.make("toy", toy_job, "later", name="later", seed=1, marker=str(marker))
+    with ThreadPoolExecutor(2) as pool, pytest.raises(ArithmeticError, match="no 1") as info:
+        run_jobs(
+            [slow, Job.make("toy", failing_job, "broken", n=1), later], out=out, executor=pool, quiet=True
+        )
+    assert "in job 'broken'" in info.value.__notes__[0]
+    assert marker.read_text() == "slow0\n"  # the running job finished; the one not started never ran
+    assert [p.name.split("-")[0] for p in (out / "jobs").glob("*.json")] == ["slow"]
+
+
+def test_a_dead_worker_process_lists_the_unfinished_jobs_instead_of_blaming_one():
+    from concurrent.futures.process import BrokenProcessPool
+
+    jobs = [Job.make("toy", dying_job, "dies", n=0), *_jobs((0.0,))]
+    with pytest.raises(BrokenProcessPool) as info:
+        run_jobs(jobs, workers=1, quiet=True)
+    assert (
+        "died (killed, or out of memory?)" in info.value.__notes__[0] and "'dies'" in info.value.__notes__[0]
+    )

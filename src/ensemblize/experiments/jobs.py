@@ -476,16 +476,45 @@ def _naming(job: Job) -> Iterator[None]:
 def _run_on(
     pool: Executor, jobs: Sequence[Job], todo: Sequence[int], finished: Callable, *, threads: int | None
 ) -> None:
+    """Run ``todo`` on ``pool``, handing each result to ``finished`` as it comes.
+
+    On the first failure the jobs not yet started are cancelled, the running ones are waited for and
+    their results kept (so ``--resume`` does not redo them), then the failure is raised with a note
+    naming its job. A worker process that died (``BrokenProcessPool``) cannot say which job it was
+    running, so the note lists every job that was still running.
+    """
+    from concurrent.futures.process import BrokenProcessPool
+
     futures: dict[Future, int] = {pool.submit(execute, jobs[i], threads=threads): i for i in todo}
+    failed: tuple[int, BaseException] | None = None
     try:
         for fut in as_completed(futures):
             i = futures[fut]
-            with _naming(jobs[i]):
-                result = fut.result()
-            finished(i, result)
+            if fut.cancelled():
+                continue
+            exc = fut.exception()
+            if exc is None:
+                finished(i, fut.result())
+            elif failed is None:
+                failed = (i, exc)
+                for other in futures:
+                    other.cancel()  # only jobs that have not started can be cancelled
     finally:
         for fut in futures:
             fut.cancel()
+    if failed is None:
+        return
+    i, exc = failed
+    if isinstance(exc, BrokenProcessPool):
+        lost = [jobs[futures[f]].label for f in futures
+                if f.done() and not f.cancelled() and isinstance(f.exception(), BrokenProcessPool)]  # fmt: skip
+        exc.add_note(
+            f"a worker process of experiment {jobs[i].experiment!r} died (killed, or out of memory?); it was "
+            f"running one of the unfinished jobs {lost}"
+        )
+        raise exc
+    with _naming(jobs[i]):
+        raise exc
 
 
 def merged_records(results: Sequence[JobResult]) -> list[dict[str, Any]]:
