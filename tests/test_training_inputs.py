@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -304,3 +305,21 @@ def test_val_loss_is_the_mean_over_the_rows_scored():
         z = model(x)
         expected = float(nn.functional.cross_entropy(z.reshape(-1, 3), y.repeat_interleave(2)))
     assert abs(res.history[-1]["val_loss"] - expected) < 1e-5
+
+
+def test_regression_target_layouts_of_one_output_members_and_multi_output_models():
+    """(B,) targets of a σN ensemble of a Linear(h, 1) regressor were refused; a plain (B, 2)-output
+    model with (B, 2) targets trained each column as another member's target, then crashed in validation."""
+    torch.manual_seed(0)
+    x = torch.randn(64, 5)
+    y = 2 * x[:, 0]
+
+    def net(out):
+        return nn.Sequential(nn.Linear(5, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, out))
+
+    kw = dict(epochs=1, batch_size=16, progress=False, task="regression")
+    ens = ez.sigma_ensemble(net(1), members=2)
+    res = fit(ens, (x, y), (x, y), **kw)
+    assert math.isfinite(res.history[-1]["val_rmse"])
+    with pytest.raises(ValueError, match=r"must return \(B, 1, 2\) \(e.g. out.unsqueeze\(1\)\)"):
+        fit(net(2), (x, torch.stack([y, -y], 1)), **kw)

@@ -96,6 +96,8 @@ def _check_reduction(reduction: str) -> None:
 
 def _member_targets(targets: Tensor, b: int, m: int, *, extra: tuple[int, ...] = ()) -> Tensor:
     """``(B, *extra)`` shared or ``(B, M, *extra)`` per-member targets as ``(B, M, *extra)``."""
+    if extra == (1,) and tuple(targets.shape) == (b,):  # (B,) targets of one-output members (B, M, 1)
+        targets = targets.unsqueeze(1)
     if tuple(targets.shape) == (b, *extra):
         return targets.unsqueeze(1).expand(b, m, *extra)
     if tuple(targets.shape) == (b, m, *extra):
@@ -127,7 +129,7 @@ def member_mse(outputs: object, targets: Tensor, *, reduction: str = "mean") -> 
     """Squared error of every member, reduced over members: ``(1/M) Σ_m mean_{b,d} (f_bm − t_b)²``.
 
     ``outputs``: (B,), (B, M) or (B, M, D) (see :func:`regression_members`); ``targets``: (B,) or
-    (B, D) shared, or (B, M) / (B, M, D) per-member rows. ``reduction="sum"`` drops the ``1/M``.
+    (B, D) shared (with D = 1, (B,) too), or (B, M) / (B, M, D) per-member rows. ``reduction="sum"`` drops the ``1/M``.
     """
     _check_reduction(reduction)
     f = regression_members(outputs)

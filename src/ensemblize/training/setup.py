@@ -140,6 +140,15 @@ def _task_setup(o: dict, module: nn.Module, train: Source, val: Source | None, d
         vout, vy = _probe(module, val, device)
         c = _member_count(vout, task) and int(class_members(vout).shape[-1])
         classify_val = _labels_fit(val, vy, c or 0)
+    if task == "regression" and loss_fn is None and not o["per_member_batches"]:
+        f = regression_members(out)
+        if f.dim() == 2 and f.shape[1] > 1 and tuple(y.shape) == tuple(f.shape):
+            raise ValueError(
+                f"regression outputs (B, {f.shape[1]}) are read as {f.shape[1]} members each predicting one value, "
+                f"and targets (B, {f.shape[1]}) as one target per member; a single model with {f.shape[1]} outputs "
+                f"must return (B, 1, {f.shape[1]}) (e.g. out.unsqueeze(1)), an ensemble of one-output members "
+                "takes targets (B,)"
+            )
     if loss_fn is None:
         check_scalar(loss(out, y.to(device)), name="the member loss")  # names a bad output or target layout
     members = _member_count(out, task)

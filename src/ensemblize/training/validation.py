@@ -76,7 +76,13 @@ class _Accumulator:
             self.accuracy.update(members, y.cpu())
         elif self.task == "regression":
             members = regression_members(out).detach().double().cpu()
-            err = members.mean(dim=1) - y.double().cpu().reshape(members.mean(dim=1).shape)
+            mean = members.mean(dim=1)
+            if y.numel() != mean.numel():
+                raise ValueError(
+                    f"val: targets of shape {tuple(y.shape)} do not match the member-mean prediction "
+                    f"{tuple(mean.shape)} (outputs {tuple(members.shape)} read as (B, M[, D]))"
+                )
+            err = mean - y.double().cpu().reshape(mean.shape)
             self.sse += float((err**2).sum())
             self.count += err.numel()
         if self.keep and members is not None:
