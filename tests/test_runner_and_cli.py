@@ -290,3 +290,23 @@ def test_the_first_method_a_process_trains_is_not_charged_the_start_up(digits, m
     monkeypatch.setenv("WORLD_SIZE", "2")  # under torchrun it would join the group's collectives: skipped
     W.warm_up.cache_clear()
     W.warm_up()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--members", "10000000"],
+        ["experiment", "compare", "--members", "100000", "--methods", "sigma"],
+        ["experiment", "members", "--sizes", "2,5000"],
+    ],
+)
+def test_too_many_members_is_refused_before_any_training(tmp_path, args):
+    """--members 10000000 trained the single model first, then died in a 60-line traceback."""
+    from typer.testing import CliRunner
+
+    from ensemblize.cli import app
+
+    out = tmp_path / "never"
+    res = CliRunner().invoke(app, [*args, "--out", str(out)])
+    assert res.exit_code == 2 and "at most 4096" in res.output and "Traceback" not in res.output
+    assert not out.exists()

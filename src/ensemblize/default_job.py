@@ -93,11 +93,14 @@ def _check(*, seed: Any, epochs: Any, members: Any, model: Any, tau: Any, lam: A
     """Every argument, before any work; returns the OOD names. OptionError names the option."""
     from .data.ood import NAMES
     from .experiments.options import OptionError, choice, split_list
+    from .members import MAX_MEMBERS
     from .models import registry
 
     for option, value, low in (("--seed", seed, 0), ("--epochs", epochs, 1), ("--members", members, 2)):
         if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
             raise OptionError(option, f"must be an integer ≥ {low}, got {value!r}")
+    if members > MAX_MEMBERS:
+        raise OptionError("--members", f"must be at most {MAX_MEMBERS}, got {members!r}")
     choice(model, option="--model", allowed=getattr(registry, "IMAGE_MODELS", registry.MODEL_NAMES))
     for option, value, strict in (("--tau", tau, True), ("--lam", lam, False)):
         ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)

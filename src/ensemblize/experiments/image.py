@@ -43,6 +43,7 @@ from typing import Any
 from .._checks import check_instance
 from ..default_job import DEFAULT_LAM, DEFAULT_TAU
 from ..evaluation.names import HEADLINE_METRICS
+from ..members import MAX_MEMBERS
 from . import options as O
 from .image_report import (
     SWEEP_METRICS,
@@ -334,7 +335,9 @@ def _common(args: Mapping[str, Any]) -> dict[str, Any]:
     O.ints([setup.epochs], option="--epochs", minimum=1)
     for name in ("members", "finetune_epochs"):
         if name in args:
-            O.ints([args[name]], option=f"--{name.replace('_', '-')}", minimum=2 if name == "members" else 1)
+            most = MAX_MEMBERS if name == "members" else None
+            O.ints([args[name]], option=f"--{name.replace('_', '-')}", minimum=2 if name == "members" else 1,
+                   maximum=most)  # fmt: skip
     for name in ("tau", "alpha", "finetune_lr"):
         if name in args:
             O.floats([args[name]], option=f"--{name.replace('_', '-')}")
@@ -596,7 +599,7 @@ def members_sweep(
 ) -> list[dict[str, Any]]:
     """σN-Ens and Packed-Ensembles (fixed α, γ = 1, fixed backbone width) for every M in ``sizes``."""
     c = _common(locals())
-    ms = c["settings"]["sizes"] = O.ints(sizes, option="--sizes", minimum=2)
+    ms = c["settings"]["sizes"] = O.ints(sizes, option="--sizes", minimum=2, maximum=MAX_MEMBERS)
     kw = c["model_kwargs"]
     specs = [
         (spec, {})

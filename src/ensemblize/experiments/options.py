@@ -76,12 +76,14 @@ def floats(
     return out
 
 
-def ints(values: Iterable[int], *, option: str, minimum: int = 0) -> list[int]:
-    """A non-empty list of integers ≥ ``minimum``, without repeats."""
+def ints(values: Iterable[int], *, option: str, minimum: int = 0, maximum: int | None = None) -> list[int]:
+    """A non-empty list of integers in ``[minimum, maximum]``, without repeats."""
     out = []
     for v in _seq(values, option):
         if isinstance(v, bool) or not isinstance(v, Integral) or v < minimum:
             raise OptionError(option, f"values must be integers ≥ {minimum}, got {v!r}")
+        if maximum is not None and v > maximum:
+            raise OptionError(option, f"values must be at most {maximum}, got {v!r}")
         out.append(int(v))
     if len(set(out)) != len(out):
         raise OptionError(option, f"has repeated values: {out}")
