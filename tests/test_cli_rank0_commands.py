@@ -93,3 +93,15 @@ def test_tabular_bench_on_rank_1_prints_and_writes_nothing(tmp_path: Path, monke
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == ""  # ... quietly
     assert not out.exists()  # and writes nothing
+
+
+def test_evaluate_with_an_empty_ood_list_evaluates_no_ood_set(finished_run: Path):
+    """`evaluate --ood ''` printed a traceback ("no OOD set named") where `run --ood ''` means none."""
+    import json
+
+    from ensemblize.cli import app
+
+    res = CliRunner().invoke(app, ["evaluate", str(finished_run), "--ood", "", "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    metrics = json.loads((finished_run / "evaluation.json").read_text())[0]["metrics"]
+    assert not any(k.startswith("ood_") for k in metrics) and "accuracy" in metrics

@@ -199,3 +199,15 @@ def test_numpy_integers_accepted_for_counts():
     loss = DeepGamblersLoss(2.0, warmup_epochs=np.int64(1), num_classes=np.int64(3))
     loss.set_epoch(np.int64(2))
     assert loss.epoch == 2 and type(loss.warmup_epochs) is int and type(loss.num_classes) is int
+
+
+def test_a_scalar_coverage_names_the_argument():
+    import numpy as np
+
+    from ensemblize.evaluation.selective import selective_report
+
+    conf = np.random.default_rng(1).random(100)
+    with pytest.raises(
+        TypeError, match=r"coverages must be a sequence of target coverages such as \(0.8,\), got 0.8"
+    ):
+        selective_report(conf, (conf < 0.3).astype(float), coverages=0.8)

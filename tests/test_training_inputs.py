@@ -323,3 +323,11 @@ def test_regression_target_layouts_of_one_output_members_and_multi_output_models
     assert math.isfinite(res.history[-1]["val_rmse"])
     with pytest.raises(ValueError, match=r"must return \(B, 1, 2\) \(e.g. out.unsqueeze\(1\)\)"):
         fit(net(2), (x, torch.stack([y, -y], 1)), **kw)
+
+
+def test_numpy_arrays_in_a_tuple_are_named_with_the_fix():
+    import numpy as np
+
+    x = np.zeros((8, 5), dtype=np.float32)
+    with pytest.raises(TypeError, match="got a tuple holding ndarray; convert them with torch.as_tensor"):
+        fit(Base("tensor"), (x, np.zeros(8, dtype=np.int64)), epochs=1, **FAST)

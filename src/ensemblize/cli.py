@@ -415,7 +415,9 @@ def evaluate(
         None, "--seed", min=0, help="Evaluation seed for corruptions / OOD sets (default: the run's)."
     ),
     ood: Optional[str] = typer.Option(  # noqa: UP045
-        None, "--ood", help="Far-OOD sets to evaluate, comma-separated (default: all of the dataset's)."
+        None,
+        "--ood",
+        help="Far-OOD sets to evaluate, comma-separated (default: all of the dataset's; '' for none).",
     ),
     data_root: Optional[Path] = typer.Option(  # noqa: UP045
         None, "--data-root", help="Folder holding the extracted CIFAR archive (CIFAR runs only)."

@@ -58,7 +58,7 @@ def evaluate_run(
     Works for every dataset a run can use: digits and MNIST-1D are rebuilt from the checkpoint's
     seed, CIFAR is read from ``data_root``. ``seed``: the corruption / OOD-set seed (default: each
     checkpoint's training seed); ``ood``: comma-separated far-OOD sets of the dataset's modality
-    (default: all of them); ``quiet``: no progress and no table; ``wide``: one table.
+    (default: all of them; ``""``: none); ``quiet``: no progress and no table; ``wide``: one table.
     """
     from ._checks import check_int
     from .checkpoint import checkpoint_paths
@@ -89,7 +89,12 @@ def evaluate_run(
         meta = json.loads(checkpoint_paths(stem)[1].read_text())
         bench, extra = _benchmark(meta, data_root)
         splits = bench.splits
-        far = None if ood is None else parse_names(ood, bench.ood_kinds, what="OOD set")
+        if ood is None:
+            far = None
+        elif not ood.strip():  # --ood '': no far-OOD sets, as in `ensemblize run`
+            far = ()
+        else:
+            far = parse_names(ood, bench.ood_kinds, what="OOD set")
         module, spec, _ = load_method(stem, splits)
         ev = evaluate_classifier(
             module,

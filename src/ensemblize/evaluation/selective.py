@@ -12,7 +12,7 @@ no-grad loop). :mod:`ensemblize.selective` re-exports the public names.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -110,6 +110,8 @@ def selective_report(
     loss = _vector(losses, name="losses")
     if conf.shape != loss.shape:
         raise ValueError(f"confidence has shape {conf.shape} but losses has shape {loss.shape}")
+    if isinstance(coverages, (str, bytes)) or not isinstance(coverages, Iterable):
+        raise TypeError(f"coverages must be a sequence of target coverages such as (0.8,), got {coverages!r}")
     covs = tuple(check_fraction(c, name="coverage") for c in coverages)
     if not covs:
         raise ValueError("coverages is empty")

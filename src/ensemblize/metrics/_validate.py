@@ -75,7 +75,10 @@ def probabilities(
     check_finite(arr, name=name)
     if (arr < 0).any():
         idx = tuple(int(i) for i in np.argwhere(arr < 0)[0])
-        raise ValueError(f"{name} has a negative probability {float(arr[idx])!r} at index {idx}")
+        raise ValueError(
+            f"{name} has a negative probability {float(arr[idx])!r} at index {idx}; pass probabilities "
+            "(softmax outputs), not logits or log-probabilities"
+        )
     sums = arr.sum(axis=-1)
     bad = np.abs(sums - 1.0) > atol
     if bad.any():

@@ -265,7 +265,7 @@ class IndexedSource(Source):
         else:
             raise TypeError(
                 f"{name} must be an (X, y) pair of tensors, a dict of tensors, a sized torch Dataset or a "
-                f"DataLoader, got {type(data).__name__}"
+                f"DataLoader, got {_describe(data)}"
             )
         self.n = len(self.dataset) if self.dataset is not None else self._rows
         if self.n < 1:
@@ -326,6 +326,23 @@ class IndexedSource(Source):
         with _fixed_rng():
             _digest(h, self.take(idx))
         return h.hexdigest()[:16]
+
+
+def _describe(data: object) -> str:
+    """The type of ``data``, and of its elements when a container holds something other than tensors."""
+    what = type(data).__name__
+    items = (
+        list(data.values())
+        if isinstance(data, Mapping)
+        else data
+        if isinstance(data, (tuple, list))
+        else None
+    )
+    if not items:
+        return what
+    kinds = sorted({type(v).__name__ for v in items if not isinstance(v, Tensor)})
+    hint = "; convert them with torch.as_tensor" if any(isinstance(v, np.ndarray) for v in items) else ""
+    return f"a {what} holding {', '.join(kinds)}{hint}"
 
 
 class LoaderSource(Source):
