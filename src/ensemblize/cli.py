@@ -64,7 +64,7 @@ EXECUTION_OPTIONS: dict[str, tuple[Any, Any]] = {
     "workers": (
         Optional[int],  # noqa: UP045 - typer reads the annotation at runtime
         typer.Option(
-            None, "--workers", min=0, help="Run the jobs on N local processes (one torch thread each)."
+            None, "--workers", min=0, help="Run the jobs on N local processes (--threads torch threads each)."
         ),
     ),
     "scheduler": (

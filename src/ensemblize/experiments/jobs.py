@@ -28,9 +28,10 @@ Job function contract
 
 ``run_jobs(jobs, *, out=None, workers=None, scheduler=None, executor=None, quiet=False, describe=None) -> list[JobResult]``
     * default: every job in this process, in order;
-    * ``workers=N``: a ``ProcessPoolExecutor`` of N spawned processes, one torch thread each;
+    * ``workers=N``: a ``ProcessPoolExecutor`` of N spawned processes, ``threads`` torch threads each
+      (1 by default);
     * ``scheduler=ADDRESS``: ``distributed.Client(ADDRESS).get_executor()`` (the optional ``dask``
-      extra; a clear ImportError when ``distributed`` is missing), one torch thread per job;
+      extra; a clear ImportError when ``distributed`` is missing), ``threads`` torch threads per job;
     * ``executor=E``: any ``concurrent.futures.Executor`` you manage yourself.
 
     Results come back in the order of ``jobs`` whatever the completion order. A job's exception

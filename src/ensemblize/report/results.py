@@ -49,6 +49,7 @@ class Record:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON record: the fields, metrics as floats (NaN kept) and ``extra``'s keys at the top level."""
         d = asdict(self)
         extra = d.pop("extra")
         d["metrics"] = {k: _to_float(v) for k, v in self.metrics.items()}

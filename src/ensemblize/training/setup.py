@@ -243,6 +243,8 @@ def _gate_lr_config(scale: float) -> dict[str, float]:
 
 def make_run(o: dict, module: nn.Module, train: Source, val: Source | None, device: torch.device,
               ctx: D.DistContext) -> Run:  # fmt: skip
+    """Probe the model on ``train``, check the options against it and return the :class:`Run` that
+    :func:`ensemblize.training.fit` trains (loss, members, monitor, checkpointing, run config)."""
     info = _task_setup(o, module, train, val, device)
     if o["per_member_batches"] and _is_sigma_ensemble(module):
         raise ValueError(
