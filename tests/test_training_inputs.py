@@ -331,3 +331,11 @@ def test_numpy_arrays_in_a_tuple_are_named_with_the_fix():
     x = np.zeros((8, 5), dtype=np.float32)
     with pytest.raises(TypeError, match="got a tuple holding ndarray; convert them with torch.as_tensor"):
         fit(Base("tensor"), (x, np.zeros(8, dtype=np.int64)), epochs=1, **FAST)
+
+
+def test_a_gate_learning_rate_on_a_model_without_gates_is_warned_about():
+    x, y = _xy()
+    with pytest.warns(
+        UserWarning, match=r"gate_lr_scale=0.4 has no effect: the model has no trainable σN gate"
+    ):
+        fit(Base("tensor"), (x, y), epochs=1, gate_lr_scale=0.4, **FAST)

@@ -28,6 +28,7 @@ than 1 they form their own parameter group(s) (same decay verdict as before) car
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -133,6 +134,13 @@ def parameter_groups(
             verdict[key] = verdict.get(key, True) and decay
     split = gate_lr_scale != 1.0
     gate = {k: split and _is_gate(names[k]) for k in params}
+    if split and not any(gate.values()):
+        warnings.warn(
+            f"gate_lr_scale={gate_lr_scale} has no effect: the model has no trainable σN gate logits "
+            "(a model converted by ez.sigma_ensemble has them)",
+            UserWarning,
+            stacklevel=3,
+        )
     groups = []
     for is_gate in (False, True) if split else (False,):
         for decayed, wd in ((True, weight_decay), (False, 0.0)):
