@@ -565,3 +565,15 @@ def test_a_few_whole_number_target_read_as_regression_warns(tmp_path):
         warnings.simplefilter("error")  # an explicit task, or a continuous target: silent
         assert load_table(tmp_path / "t.csv", target="y", task="multiclass").task == "multiclass"
         assert load_table(tmp_path / "t.csv", target="a").task == "regression"
+
+
+def test_load_table_categorical_override_reaches_an_estimator_fitted_on_x():
+    """load_table(categorical=["race"]) listed the column as categorical, but X kept it int64, so an
+    estimator fitted on ds.X read race codes 1/2/3 as a number, silently."""
+    from ensemblize.tabular import LoMETabClassifier
+
+    ds = load_table("MASS/birthwt", target="low", categorical=["race"], drop=["bwt"])
+    assert ds.categorical == ["race"] and isinstance(ds.X["race"].dtype, pd.CategoricalDtype)
+    est = LoMETabClassifier(members=2, n_blocks=1, d_block=8, max_epochs=1, n_networks=1, random_state=0)
+    est.fit(ds.X, ds.y)
+    assert est.preprocessor_.categorical_ == ["race"]

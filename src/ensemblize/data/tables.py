@@ -396,7 +396,9 @@ def load_table(
         task: ``"regression"`` / ``"binclass"`` / ``"multiclass"``. When omitted: a numeric target
             with exactly two values is ``binclass``, any other numeric target ``regression``; a
             non-numeric target is ``binclass`` with two values, else ``multiclass``.
-        categorical: feature columns to treat as categorical although numeric (see the type rule).
+        categorical: feature columns to treat as categorical although numeric (see the type rule);
+            they are cast to pandas ``category`` dtype in ``X``, so an estimator fitted on ``X`` reads
+            them as categories too.
         drop: feature columns to remove (e.g. leaks such as a log-transformed copy of the target).
         name: the dataset's name (default: the source, or the CSV file's stem).
         impute: stored on the dataset as the default imputation policy for :func:`prepare`.
@@ -444,6 +446,12 @@ def load_table(
     if task == "regression" and not pd.api.types.is_numeric_dtype(y.dtype):
         raise ValueError(f"regression needs a numeric target; {target!r} has dtype {y.dtype}")
     numeric, cats = detect_column_types(X, categorical=categorical)
+    # a forced categorical column keeps that meaning wherever X goes (an estimator re-reads dtypes)
+    forced = [c for c in categorical if c in X.columns and not isinstance(X[c].dtype, pd.CategoricalDtype)]
+    if forced:
+        X = X.copy()
+        for c in forced:
+            X[c] = X[c].astype("category")
     return TabularDataset(
         X=X,
         y=y,
