@@ -428,3 +428,17 @@ def test_temperature_calibration_minimises_validation_nll_of_the_member_mean(tmp
     with pytest.raises(ValueError, match="'platt'"):
         LoMETabClassifier(**TINY, calibration="platt").fit(Xtr, ytr)
     assert "calibration" not in LoMETabRegressor().get_params()
+
+
+@pytest.mark.parametrize("fitted, says", [(0.02, "sharpens every probability"), (9.0, "flattens every")])
+def test_an_extreme_fitted_temperature_is_warned_about(monkeypatch, fitted, says):
+    """A near-separable validation split drove T to 0.02 (45 % of probabilities exactly 0 or 1), silently."""
+    import ensemblize.tabular.estimator_base as base
+
+    monkeypatch.setattr(base, "fit_temperature", lambda z, y: fitted)
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    with pytest.warns(UserWarning, match=rf"fitted T = {fitted:g} on \d+ validation rows.*{says}"):
+        est = LoMETabClassifier(**TINY, calibration="temperature").fit(X, y)
+    assert est.temperature_ == fitted  # warned, not changed
