@@ -375,4 +375,22 @@ def test_the_transformer_fast_path_does_not_bypass_sigma_norm_in_eval():
         train_out = ens.train()(x)  # dropout 0: train and eval compute the same function
         eval_out = ens.eval()(x)
     torch.testing.assert_close(eval_out, train_out, rtol=1e-5, atol=1e-5)
-    assert torch.backends.mha.get_fastpath_enabled()  # restored after the forward
+    assert torch.backends.mha.get_fastpath_enabled()  # no process-wide switch: other models keep it
+    assert ens.backbone.enc.activation_relu_or_gelu == 0 and _Encoder(True).enc.activation_relu_or_gelu == 1
+
+
+def test_the_row_check_is_per_thread_and_compiles_in_one_graph():
+    """The expected row count lived on the shared modules: two threads calling one model with different
+    batch sizes tripped each other's check; a process-wide fast-path switch broke fullgraph compile."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    ens = ez.sigma_ensemble(net, members=2, noise=1.0, seed=0).eval()
+    xs = [torch.randn(b, 4) for b in (3, 5, 7, 9) * 10]
+    with torch.no_grad(), ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(ens, xs))
+        assert all(torch.equal(o, ens(x)) for o, x in zip(outs, xs, strict=True))
+    compiled = torch.compile(ens, fullgraph=True, backend="eager")
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(xs[0]), ens(xs[0]))

@@ -36,7 +36,9 @@ reductions. Every layer is a handful of native autograd nodes; no Python ``autog
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import torch
 import torch.nn.functional as F
@@ -66,6 +68,22 @@ def _check_eps(eps: object) -> float:
     return check_positive(eps, name="eps", allow_zero=True)
 
 
+#: Rows axis 0 of a σNorm input must have while a :class:`~ensemblize.sigma.SigmaEnsemble` runs its
+#: forward (None: unchecked). A context variable, not a module attribute: each thread (an inference
+#: server's pool, ``nn.DataParallel`` replicas) checks against its own call.
+_EXPECTED_ROWS: ContextVar[int | None] = ContextVar("ensemblize_sigma_expected_rows", default=None)
+
+
+@contextmanager
+def expecting_rows(rows: int | None) -> Iterator[None]:
+    """Within the block every σNorm input of this thread must have ``rows`` rows (None: no check)."""
+    token = _EXPECTED_ROWS.set(rows)
+    try:
+        yield
+    finally:
+        _EXPECTED_ROWS.reset(token)
+
+
 def _check_input(layer: SigmaNorm, x: object) -> Tensor:
     """Raise TypeError unless ``x`` is a real floating-point tensor of the layer's parameter dtype.
 
@@ -79,7 +97,7 @@ def _check_input(layer: SigmaNorm, x: object) -> Tensor:
     dtype = layer.weight.dtype
     if x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
         raise TypeError(f"{name} expects input of dtype {dtype} (its parameters' dtype), got {x.dtype}")
-    expected = layer.expected_rows
+    expected = None if torch.compiler.is_compiling() else _EXPECTED_ROWS.get()
     if expected is not None and x.dim() > 0 and x.shape[0] != expected:
         raise ValueError(
             f"{name} got input of shape {tuple(x.shape)}, but inside its SigmaEnsemble it must see the batch "
@@ -100,8 +118,6 @@ class SigmaNorm(nn.Module):
 
     members: int
     num_gated: int
-    #: rows axis 0 must have, set by :class:`~ensemblize.sigma.SigmaEnsemble` during its forward (None: unchecked)
-    expected_rows: int | None = None
     #: the layout attributes a plain norm must share to be loaded, and its kind (for errors)
     _layout: tuple[str, ...] = ()
     _plain: str = "norm layer"

@@ -31,6 +31,7 @@ from ..nn.sigma_norm import (
     SigmaGroupNorm,
     SigmaLayerNorm,
     SigmaNorm,
+    expecting_rows,
 )
 from .layers import sigma_layers
 
@@ -317,8 +318,10 @@ class SigmaEnsemble(nn.Module):
     patches reshaped into the batch — would silently mix members, so it raises a ValueError naming
     the layer. ``check_rows = False`` switches the check off for a model that legitimately feeds a
     norm another row count that keeps the member order (e.g. two views concatenated on axis 0).
-    Torch's transformer "fast path", which reads norm weights directly and would bypass σNorm,
-    is switched off during ``forward``.
+    The check is per thread (one model may serve several threads) and skipped inside
+    ``torch.compile``. Torch's transformer "fast path", which reads a norm's weights directly and
+    would bypass σNorm, is switched off at conversion for every ``nn.TransformerEncoderLayer``
+    whose norms became σNorm (see :func:`sigma_ensemble`).
     """
 
     check_rows: bool = True
@@ -355,19 +358,11 @@ class SigmaEnsemble(nn.Module):
         def rep(a: Any) -> Any:
             return interleave(a, m) if isinstance(a, Tensor) and a.dim() > 0 and a.shape[0] == batch else a
 
-        layers = [layer for _, layer in self.sigma_layers()]
-        fast_path = torch.backends.mha.get_fastpath_enabled()
-        try:
-            for layer in layers:
-                layer.expected_rows = batch * m if self.check_rows else None
-            torch.backends.mha.set_fastpath_enabled(
-                False
-            )  # it would read σNorm's (M, C) bias as a plain norm's
+        if self.check_rows and not torch.compiler.is_compiling():
+            with expecting_rows(batch * m):
+                out = self.backbone(*(rep(a) for a in args), **{k: rep(v) for k, v in kwargs.items()})
+        else:
             out = self.backbone(*(rep(a) for a in args), **{k: rep(v) for k, v in kwargs.items()})
-        finally:
-            torch.backends.mha.set_fastpath_enabled(fast_path)
-            for layer in layers:
-                layer.expected_rows = None
         return _map_outputs(out, lambda t: unfold(t, m) if t.dim() > 0 and t.shape[0] == batch * m else t)
 
 
@@ -449,6 +444,24 @@ def sigma_ensemble(
         "gate_init": gate_init,
         "layers": None if layers is None else list(converted),
     }
+    _no_transformer_fast_path(backbone)
     ens = SigmaEnsemble(backbone, members, converted, settings=settings)
     ens.training = model.training  # the wrapper's flag only: each layer keeps its own
     return ens
+
+
+def _no_transformer_fast_path(backbone: nn.Module) -> None:
+    """Keep every ``nn.TransformerEncoderLayer`` with a σNorm on torch's ordinary path.
+
+    In eval mode torch's fused "fast path" reads ``norm1`` / ``norm2`` weights directly (a σNorm's
+    ``(M, C)`` bias would crash it, and its gates would be skipped). Among the conditions torch checks
+    is ``activation_relu_or_gelu``, a flag used nowhere else; clearing it on that layer alone keeps
+    the layer (and an encoder stack starting with it) on the path that calls its norms, without a
+    process-wide switch, so other threads and models are untouched and ``torch.compile`` sees no
+    global state.
+    """
+    for module in backbone.modules():
+        if isinstance(module, nn.TransformerEncoderLayer) and any(
+            isinstance(getattr(module, name, None), SigmaNorm) for name in ("norm1", "norm2")
+        ):
+            module.activation_relu_or_gelu = 0
