@@ -23,7 +23,9 @@ from ensemblize.experiments.jobs import (
 from ensemblize.run_folder import RunFolderError, read_manifest
 
 
-def toy_job(*, name: str, seed: int, delay: float = 0.0, marker: str | None = None) -> list[dict]:
+def toy_job(
+    *, name: str, seed: int, delay: float = 0.0, marker: str | None = None, out: str | None = None
+) -> list[dict]:
     """Records depend only on the spec; ``delay`` scrambles completion order; ``marker`` counts calls."""
     time.sleep(delay)
     if marker is not None:
@@ -273,6 +275,27 @@ def test_the_job_key_does_not_depend_on_how_the_output_folder_is_spelled(tmp_pat
     b = Job.make("toy", toy_job, "m0 seed=0", name="m0", seed=0, out=str(tmp_path / "run"))
     c = Job.make("toy", toy_job, "m0 seed=0", name="m0", seed=1, out="run")
     assert a.key == b.key != c.key
+    marker = tmp_path / "calls.txt"
+    first = Job.make("toy", toy_job, "m0 seed=0", name="m0", seed=0, marker=str(marker), out="run")
+    again = Job.make(
+        "toy", toy_job, "m0 seed=0", name="m0", seed=0, marker=str(marker), out=str(tmp_path / "run")
+    )
+    run_jobs([first], out=tmp_path / "run", quiet=True)
+    assert run_jobs([again], out=tmp_path / "run", quiet=True)[0].resumed  # found, not run again
+    assert marker.read_text() == "m00\n"
+
+
+def test_a_run_folder_written_before_the_key_change_still_resumes(tmp_path: Path):
+    """Keys used to hash ``out`` too: an older folder's job files sit under other names."""
+    out, marker = tmp_path / "run", tmp_path / "calls.txt"
+    job = Job.make("toy", toy_job, "m0 seed=0", name="m0", seed=0, marker=str(marker), out="old/spelling")
+    run_jobs([job], out=out, quiet=True)
+    (stored,) = (out / "jobs").glob("*.json")
+    stored.rename(stored.with_name(stored.name.rsplit("-", 1)[0] + "-0123456789ab.json"))  # an older key
+    now = Job.make("toy", toy_job, "m0 seed=0", name="m0", seed=0, marker=str(marker), out=str(out))
+    assert run_jobs([now], out=out, quiet=True)[0].resumed and marker.read_text() == "m00\n"
+    other = Job.make("toy", toy_job, "m0 seed=0", name="m0", seed=5, marker=str(marker), out=str(out))
+    assert not run_jobs([other], out=out, quiet=True)[0].resumed  # same label, other spec: runs
 
 
 def test_a_failure_keeps_the_running_jobs_results_and_starts_no_new_job(tmp_path: Path):

@@ -298,6 +298,7 @@ def test_the_first_method_a_process_trains_is_not_charged_the_start_up(digits, m
         ["run", "--members", "10000000"],
         ["experiment", "compare", "--members", "100000", "--methods", "sigma"],
         ["experiment", "members", "--sizes", "2,5000"],
+        ["experiment", "selective", "--members", "100000", "--quick"],
     ],
 )
 def test_too_many_members_is_refused_before_any_training(tmp_path, args):

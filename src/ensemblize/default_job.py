@@ -14,6 +14,7 @@ Under ``torchrun --nproc-per-node N`` each model trains with DistributedDataPara
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict
 from numbers import Integral, Real
 from pathlib import Path
@@ -152,9 +153,7 @@ def run_default(
     ]
     common = {"seed": seed, "epochs": epochs, "far_ood": far, "heldout": heldout, "evaluate": evaluate}
     jobs = [
-        Job.make(
-            "run", default_method_job, f"{s.name}", spec=asdict(s), out=str(Path(out).resolve()), **common
-        )
+        Job.make("run", default_method_job, f"{s.name}", spec=asdict(s), out=os.path.abspath(out), **common)
         for s in specs
     ]
     settings = {**common, "members": members, "model": model, "tau": tau, "lam": lam}

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -395,7 +396,7 @@ def _method_jobs(
             data=c["data"],
             train=c["train"],
             evaluation=c["evaluation"],
-            out=str(Path(c["out"]).resolve()),  # a Dask worker may run in another directory
+            out=os.path.abspath(c["out"]),  # a Dask worker may run in another directory
             device=c["device"],
             details=details,
             tags=tags,
@@ -663,7 +664,7 @@ def finetune(
             train=c["train"],
             finetune=ft_train,
             evaluation=setup.evaluation,
-            out=str(c["out"]),
+            out=os.path.abspath(c["out"]),
             device=setup.device,
         )
         jobs += [chain, *_method_jobs("finetune", scratch, {**c, "seeds": [seed]})]

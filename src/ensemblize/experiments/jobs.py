@@ -353,23 +353,36 @@ def _job_file(out: Path, job: Job) -> Path:
     return out / JOBS_DIR / f"{job.key}.json"
 
 
+def _same_job(stored: object, job: Job) -> bool:
+    """Whether a job file's ``job`` entry is ``job``: the same experiment, function and parameters,
+    ``out`` aside (where the files go is not what the job computes)."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("params"), dict):
+        return False
+    mine = {k: v for k, v in job.params.items() if k != "out"}
+    theirs = {k: v for k, v in stored["params"].items() if k != "out"}
+    return stored.get("experiment", job.experiment) == job.experiment and stored.get("fn", job.fn) == job.fn \
+        and theirs == mine  # fmt: skip
+
+
 def _load_done(out: Path, job: Job) -> JobResult | None:
+    """The saved result of ``job`` in ``out/jobs``, or None. Found under its key, or — for a run folder
+    written by an earlier version, whose keys also hashed ``out`` — under any key of the same label."""
     path = _job_file(out, job)
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None  # a damaged file: the job runs again
-    if not isinstance(data, dict) or data.get("job", {}).get("params") != job.params:
-        return None
-    return JobResult(
-        job=job,
-        records=data["records"],
-        extras=data.get("extras", {}),
-        seconds=float(data.get("seconds", 0.0)),
-        resumed=True,
-    )
+    candidates = [path] if path.is_file() else sorted(path.parent.glob(f"{_slug(job.label)}-*.json"))
+    for candidate in candidates:
+        try:
+            data = json.loads(candidate.read_text())
+        except (OSError, ValueError):
+            continue  # a damaged file: the job runs again
+        if isinstance(data, dict) and _same_job(data.get("job"), job):
+            return JobResult(
+                job=job,
+                records=data["records"],
+                extras=data.get("extras", {}),
+                seconds=float(data.get("seconds", 0.0)),
+                resumed=True,
+            )
+    return None
 
 
 def _save_done(out: Path, result: JobResult) -> None:

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..members import MAX_MEMBERS
 from . import options as O
 from .jobs import Execution, Job, OptionError, experiment_folder, merged_records, training_progress
 
@@ -398,7 +399,7 @@ def _check(args: dict[str, Any]) -> dict[str, Any]:
             raise OptionError(
                 "--train-size", "give --train-size (stratified) or --max-train (random), not both"
             )
-    O.ints([args["members"]], option="--members", minimum=1)
+    O.ints([args["members"]], option="--members", minimum=1, maximum=MAX_MEMBERS)
     O.floats([args["mu"]], option="--mu", low_open=False)
     O.floats([args["sigma_gamma"]], option="--sigma-gamma")
     return {
