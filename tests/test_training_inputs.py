@@ -339,3 +339,43 @@ def test_a_gate_learning_rate_on_a_model_without_gates_is_warned_about():
         UserWarning, match=r"gate_lr_scale=0.4 has no effect: the model has no trainable σN gate"
     ):
         fit(Base("tensor"), (x, y), epochs=1, gate_lr_scale=0.4, **FAST)
+
+
+class _Rows(torch.utils.data.IterableDataset):
+    """A sized IterableDataset yielding (x, y) rows in order."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __len__(self):
+        return len(self.y)
+
+    def __iter__(self):
+        return iter(zip(self.x, self.y, strict=True))
+
+
+def test_a_loader_over_an_iterable_dataset_predicts_and_validates_in_its_own_order():
+    """Such a loader has no sampler to check; it was refused by predict and crashed fit's validation."""
+    x, y = _xy()
+    m = Base("tensor")
+    assert torch.equal(predict(m, DataLoader(_Rows(x, y), batch_size=8)), predict(m, x))
+    res = fit(m, (x, y), DataLoader(_Rows(x, y), batch_size=8), epochs=1, **FAST)
+    assert res.history[-1]["val_count"] == 40
+    with pytest.raises(ValueError, match="IterableDataset with num_workers=2"):
+        predict(m, DataLoader(_Rows(x, y), batch_size=8, num_workers=2))
+
+
+@pytest.mark.parametrize(
+    "sampler",
+    [
+        lambda n: torch.utils.data.WeightedRandomSampler([1.0] * n, n),
+        lambda n: torch.utils.data.RandomSampler(range(n), replacement=True),
+    ],  # fmt: skip
+)
+def test_a_validation_loader_drawing_with_replacement_is_refused(sampler):
+    from torch.utils.data import TensorDataset
+
+    x, y = _xy()
+    with pytest.raises(ValueError, match="draws rows with replacement"):
+        fit(Base("tensor"), (x, y), DataLoader(TensorDataset(x, y), batch_size=8, sampler=sampler(40)), epochs=1,
+            **FAST)  # fmt: skip

@@ -52,8 +52,11 @@ from torch.utils.data import (
     BatchSampler,
     DataLoader,
     Dataset,
+    IterableDataset,
+    RandomSampler,
     SequentialSampler,
     TensorDataset,
+    WeightedRandomSampler,
     default_collate,
 )
 
@@ -380,6 +383,13 @@ class LoaderSource(Source):
         ``SequentialSampler`` (``shuffle=False``, no other sampler) in a plain ``BatchSampler`` without
         ``drop_last`` (or automatic batching off).
         """
+        if isinstance(self.loader.dataset, IterableDataset):  # its own order; no sampler applies
+            if self.loader.num_workers > 1:
+                return (
+                    f"it reads an IterableDataset with num_workers={self.loader.num_workers}, whose rows "
+                    "interleave across the worker processes"
+                )
+            return "it drops the last incomplete batch (drop_last=True)" if self.loader.drop_last else None
         batch_sampler = self.loader.batch_sampler
         if batch_sampler is None:
             sampler = self.loader.sampler
@@ -390,14 +400,19 @@ class LoaderSource(Source):
         else:
             return f"its batch sampler {type(batch_sampler).__name__} may reorder or skip rows"
         if type(sampler) is not SequentialSampler:
-            hint = " (shuffle=True)" if type(sampler).__name__ == "RandomSampler" else ""
+            hint = " (shuffle=True)" if type(sampler) is RandomSampler else ""
             return f"its sampler {type(sampler).__name__}{hint} does not yield every row once in order"
         return None
 
     def rows_per_pass(self) -> int | None:
         """Rows one pass over the loader yields, when its sampler says without being iterated (None:
-        a custom batch sampler)."""
+        a custom batch sampler or an IterableDataset; -1: a sampler that draws with replacement)."""
+        if isinstance(self.loader.dataset, IterableDataset):
+            return None  # rows come from the dataset's own iterator: counted after the pass
         batch_sampler = self.loader.batch_sampler
+        sampler = self.loader.sampler if batch_sampler is None else getattr(batch_sampler, "sampler", None)
+        if isinstance(sampler, WeightedRandomSampler) or getattr(sampler, "replacement", False):
+            return -1  # draws with replacement: some rows twice, others never
         if batch_sampler is None:
             return len(self.loader.sampler)  # type: ignore[arg-type]
         if type(batch_sampler) is not BatchSampler:
@@ -415,7 +430,7 @@ class LoaderSource(Source):
         """Rows sampled from the loader's dataset through its ``collate_fn`` (see the module docstring)."""
         h = hashlib.sha256(f"n={self.n};steps={self.steps};".encode())
         ds = self.loader.dataset
-        if hasattr(ds, "__getitem__"):
+        if hasattr(ds, "__getitem__") and not isinstance(ds, IterableDataset):
             idx = torch.linspace(0, self.n - 1, min(self.n, _FINGERPRINT_ROWS)).round().long().unique()
             with _fixed_rng():
                 _digest(h, self.loader.collate_fn([ds[i] for i in idx.tolist()]))

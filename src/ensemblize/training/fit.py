@@ -224,6 +224,12 @@ def _check_loaders(train: Source, val: Source | None, ctx: D.DistContext) -> Non
     DataLoader without a DistributedSampler trains every rank on every row (warned)."""
     if isinstance(val, LoaderSource):
         rows = val.rows_per_pass()
+        if rows == -1:
+            raise ValueError(
+                f"val: the DataLoader's sampler {type(val.loader.sampler).__name__} draws rows with replacement "
+                "(some twice, others never); validation scores every row once: use shuffle=False or a "
+                "sampler without replacement"
+            )
         if rows is not None and rows != val.n:
             sampler = val.loader.sampler
             raise ValueError(
@@ -232,8 +238,10 @@ def _check_loaders(train: Source, val: Source | None, ctx: D.DistContext) -> Non
                 "once, on every rank: give it no DistributedSampler or subset sampler and drop_last=False"
             )
     if ctx.enabled and isinstance(train, LoaderSource):
-        sampler = getattr(train.loader.batch_sampler, "sampler", train.loader.sampler)
-        if not isinstance(sampler, torch.utils.data.DistributedSampler):
+        batch_sampler = train.loader.batch_sampler  # a custom batch sampler may shard by rank itself
+        sampler = train.loader.sampler if batch_sampler is None else getattr(batch_sampler, "sampler", None)
+        plain = batch_sampler is None or type(batch_sampler) is torch.utils.data.BatchSampler
+        if plain and not isinstance(sampler, torch.utils.data.DistributedSampler):
             warnings.warn(
                 f"train: under torchrun (world size {ctx.world_size}) this DataLoader has no DistributedSampler, "
                 "so every rank trains on every row (each epoch is world-size times the data). Give it "
