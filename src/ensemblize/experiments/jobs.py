@@ -463,10 +463,10 @@ def run_jobs(
             _show(progress, result, describe)
 
         if executor is not None:
-            _run_on(executor, jobs, todo, finished, threads=None)
+            _run_on(executor, jobs, todo, finished, threads=None, quiet=quiet)
         elif workers or scheduler is not None:
             with make_executor(workers=workers, scheduler=scheduler) as pool:
-                _run_on(pool, jobs, todo, finished, threads=threads)
+                _run_on(pool, jobs, todo, finished, threads=threads, quiet=quiet)
         else:
             for i in todo:
                 with _naming(jobs[i]):
@@ -488,19 +488,27 @@ def _naming(job: Job) -> Iterator[None]:
 
 
 def _run_on(
-    pool: Executor, jobs: Sequence[Job], todo: Sequence[int], finished: Callable, *, threads: int | None
+    pool: Executor,
+    jobs: Sequence[Job],
+    todo: Sequence[int],
+    finished: Callable,
+    *,
+    threads: int | None,
+    quiet: bool = False,
 ) -> None:
     """Run ``todo`` on ``pool``, handing each result to ``finished`` as it comes.
 
     On the first failure the jobs not yet started are cancelled, the running ones are waited for and
     their results kept (so ``--resume`` does not redo them), then the failure is raised with a note
-    naming its job. A worker process that died (``BrokenProcessPool``) cannot say which job it was
+    naming its job (and one per later failure). Unless ``quiet``, the failure is announced on stderr
+    when it happens, since the running jobs may take long. A worker process that died (``BrokenProcessPool``) cannot say which job it was
     running, so the note lists every job that was still running.
     """
     from concurrent.futures.process import BrokenProcessPool
 
     futures: dict[Future, int] = {pool.submit(execute, jobs[i], threads=threads): i for i in todo}
     failed: tuple[int, BaseException] | None = None
+    later: list[str] = []
     try:
         for fut in as_completed(futures):
             i = futures[fut]
@@ -513,6 +521,12 @@ def _run_on(
                 failed = (i, exc)
                 for other in futures:
                     other.cancel()  # only jobs that have not started can be cancelled
+                running = sum(1 for f in futures if not f.done())
+                if not quiet:
+                    print(f"job {jobs[i].label!r} failed ({type(exc).__name__}: {exc}); waiting for {running} "
+                          "running job(s) to finish and keeping their results", file=sys.stderr, flush=True)  # fmt: skip
+            else:
+                later.append(f"job {jobs[i].label!r} failed too: {type(exc).__name__}: {exc}")
     finally:
         for fut in futures:
             fut.cancel()
@@ -527,8 +541,12 @@ def _run_on(
             f"running one of the unfinished jobs {lost}"
         )
         raise exc
-    with _naming(jobs[i]):
-        raise exc
+    try:
+        with _naming(jobs[i]):
+            raise exc
+    finally:
+        for note in later:  # after the note naming the first failure's job
+            exc.add_note(note)
 
 
 def merged_records(results: Sequence[JobResult]) -> list[dict[str, Any]]:
