@@ -289,7 +289,25 @@ def test_the_first_method_a_process_trains_is_not_charged_the_start_up(digits, m
     assert order == ["warm-up", "train"] and W.warm_up.cache_info().currsize == 1
     monkeypatch.setenv("WORLD_SIZE", "2")  # under torchrun it would join the group's collectives: skipped
     W.warm_up.cache_clear()
+    import sys
+
+    monkeypatch.setattr(
+        sys.modules["ensemblize.training.fit"],
+        "fit",
+        lambda *a, **k: pytest.fail("warm_up trained under torchrun"),
+    )
     W.warm_up()
+    monkeypatch.delenv("WORLD_SIZE")
+    W.warm_up.cache_clear()
+    import random
+
+    import numpy as np
+
+    monkeypatch.undo()
+    states = (torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy())  # noqa: NPY002
+    W.warm_up()  # trains, and leaves every random state as it was
+    assert torch.equal(torch.get_rng_state(), states[0]) and random.getstate() == states[1]
+    assert np.array_equal(np.random.get_state()[1], states[2])  # noqa: NPY002
 
 
 @pytest.mark.parametrize(

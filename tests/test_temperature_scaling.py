@@ -84,3 +84,13 @@ def test_probabilities_passed_as_logits_are_refused_everywhere_logits_are_expect
     a = metrics.nll(z.numpy(), y.numpy(), from_logits=True)
     b = metrics.nll(np.log(p.numpy()), y.numpy(), from_logits=True)
     assert abs(a - b) < 1e-6
+
+
+def test_half_precision_softmax_rows_are_recognised_as_probabilities():
+    """fp16 / bf16 softmax rows miss 1 by up to 2e-3: a 1e-4 tolerance let a bf16 Softmax model through."""
+    from ensemblize._checks import looks_like_probabilities
+
+    z = 4 * torch.randn(200, 7, generator=torch.Generator().manual_seed(0))
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        assert looks_like_probabilities(torch.softmax(z.to(dtype), dim=-1))
+        assert not looks_like_probabilities(z.to(dtype))

@@ -36,12 +36,14 @@ def check_finite(x: np.ndarray | torch.Tensor, *, name: str) -> None:
 
 def looks_like_probabilities(z: np.ndarray | torch.Tensor) -> bool:
     """True when every entry of ``z`` (classes on the last axis, at least two) is in [0, 1] and every
-    row sums to 1 within 1e-4: a softmax's output, practically never a network's logits."""
+    row sums to 1 (within 1e-4; 1e-2 in half precision, where a softmax's rows miss 1 by up to 2e-3):
+    a softmax's output, practically never a network's logits."""
     t = torch.as_tensor(z).detach() if not isinstance(z, torch.Tensor) else z.detach()
     if t.dim() < 1 or t.shape[-1] < 2 or t.numel() == 0 or not t.is_floating_point():
         return False
+    tol = 1e-2 if t.element_size() < 4 else 1e-4
     t = t.double()
-    return bool(((t >= 0) & (t <= 1)).all()) and bool(((t.sum(dim=-1) - 1).abs() <= 1e-4).all())
+    return bool(((t >= 0) & (t <= 1)).all()) and bool(((t.sum(dim=-1) - 1).abs() <= tol).all())
 
 
 def check_not_probabilities(z: np.ndarray | torch.Tensor, *, name: str = "logits") -> None:

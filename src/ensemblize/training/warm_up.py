@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -28,9 +30,22 @@ def warm_up() -> None:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         return
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        x = torch.randn(8, 2)
-        y = (x[:, 0] > 0).long()
-        for optimizer in ("sgd", "adamw"):
-            fit(nn.Linear(2, 2), (x, y), (x, y), epochs=1, batch_size=4, optimizer=optimizer, progress=False)
+    py_state, np_state = random.getstate(), np.random.get_state()  # noqa: NPY002 - the legacy global state
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    try:
+        with torch.random.fork_rng(devices=cuda):  # every random state is left as it was
+            x = torch.randn(8, 2, generator=torch.Generator().manual_seed(0))
+            y = (x[:, 0] > 0).long()
+            for optimizer in ("sgd", "adamw"):
+                fit(
+                    nn.Linear(2, 2),
+                    (x, y),
+                    (x, y),
+                    epochs=1,
+                    batch_size=4,
+                    optimizer=optimizer,
+                    progress=False,
+                )
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)  # noqa: NPY002
