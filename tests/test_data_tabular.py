@@ -434,6 +434,14 @@ def test_identifier_columns_warn_by_name():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         TabularPreprocessor(task="binclass").fit(ds.X, ds.y)  # float columns are all distinct: no warning
+        # integer measurements that happen to be distinct (incomes, weights) are not a dense run of ids
+        rng = np.random.default_rng(0)
+        income = rng.choice(np.arange(1_000, 90_000), size=100, replace=False)
+        TabularPreprocessor(task="binclass").fit(ds.X.assign(income=income), ds.y)
+    # ids 1..N split into parts (a 64 % training part of 1..156) still warn
+    ids = np.sort(np.random.default_rng(1).choice(np.arange(1, 157), size=100, replace=False))
+    with pytest.warns(IdentifierColumnWarning, match="'row_id'"):
+        TabularPreprocessor(task="binclass").fit(ds.X.assign(row_id=ids), ds.y)
 
 
 def test_regression_target_that_overflows_is_named():

@@ -149,6 +149,16 @@ def as_table_frame(X: Any, *, name: str = "X") -> pd.DataFrame:
     return frame
 
 
+def _id_like(col: pd.Series, *, numeric: bool) -> bool:
+    """Whether an all-distinct column looks like a row identifier. Any non-numeric one does; an integer
+    one only when its values form a dense run (``max − min + 1 ≤ 3·n``, e.g. 1…N split into parts), since
+    integer measurements (incomes, weights, populations) are often all distinct on a small table too."""
+    if not numeric:
+        return True
+    values = col.to_numpy(dtype=np.float64)
+    return float(values.max() - values.min() + 1) <= 3 * len(values)
+
+
 class TabularPreprocessor:
     """The TabM feature / target preprocessing for raw tables, fitted on the training split only.
 
@@ -295,6 +305,7 @@ class TabularPreprocessor:
         self.categories_[c] = cats
 
     def _warn_identifiers(self, X: pd.DataFrame, numeric: list[str], cats: list[str]) -> None:
+        """Warn about columns that look like row identifiers (all distinct; integers: a dense run)."""
         n = len(X)
         if n < _ID_MIN_ROWS:
             return
@@ -303,7 +314,7 @@ class TabularPreprocessor:
                 continue  # continuous measurements and timestamps are often all distinct
             if c not in numeric and c not in cats:  # pragma: no cover - every column is one or the other
                 continue
-            if X[c].notna().all() and X[c].nunique(dropna=True) == n:
+            if X[c].notna().all() and X[c].nunique(dropna=True) == n and _id_like(X[c], numeric=c in numeric):
                 warnings.warn(
                     f"column {c!r} has a different value on every one of the {n} training rows; it looks "
                     "like an identifier and cannot generalise — drop it",
