@@ -409,9 +409,16 @@ class TabularEnsembleEstimator(TablePipeline):
         """
         device = torch.device(self.device)
         dtype = torch.float32 if device.type == "mps" else torch.float64
-        x = torch.from_numpy(self._transform_for_predict(X, fitted="model_")).to(device, dtype)
+        x = torch.from_numpy(self._transform_for_predict(X, fitted="model_"))  # float32 (N, F)
         model = copy.deepcopy(self.model_).to(dtype) if dtype != torch.float32 else self.model_
-        return predict_members(model, x, batch_size=_PREDICT_BATCH).cpu()
+        # converted chunk by chunk: a float64 copy of all rows (wide one-hot blocks) tripled the memory
+        parts = [
+            predict_members(
+                model, x[i : i + _PREDICT_BATCH].to(device, dtype), batch_size=_PREDICT_BATCH
+            ).cpu()
+            for i in range(0, max(len(x), 1), _PREDICT_BATCH)
+        ]
+        return torch.cat(parts)
 
     # -- persistence ---------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
