@@ -443,3 +443,41 @@ def test_the_best_trials_own_estimator_is_returned_without_a_refit():
     r = tune(CountingToy(), X, y, n_trials=3, search_space=lambda t: {"quality": next(qualities)}, refit=True)
     assert CountingToy.fits == 3  # three trials, no fourth fit for the refit
     assert r.best_estimator.quality == 0.2 and r.best_value == pytest.approx(0.2)
+
+
+class WarningToy(EpochToy):
+    """Warns about the data in every fit (same message) and about its own quality (one per value)."""
+
+    def fit(self, X, y, eval_set=None, callbacks=()):
+        import warnings
+
+        warnings.warn("column 'id' looks like an identifier", UserWarning, stacklevel=2)
+        warnings.warn(f"quality {self.quality}", RuntimeWarning, stacklevel=2)
+        if self.quality < 0:
+            raise ValueError("cannot train")
+        return super().fit(X, y, eval_set=eval_set, callbacks=callbacks)
+
+
+def test_a_data_warning_is_shown_once_per_study_not_once_per_trial():
+    import warnings
+
+    X, y = np.zeros((40, 2)), np.zeros(40)
+    qualities = iter([0.5, 0.2, -1.0, 0.2])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # Python's own: once per message and place
+        tune(WarningToy(), X, y, n_trials=4, search_space=lambda t: {"quality": next(qualities)}, refit=False)
+    messages = [str(w.message) for w in caught]
+    assert messages.count("column 'id' looks like an identifier") == 1
+    # each distinct message once, a failing trial's included, in the order they were first issued
+    assert [m for m in messages if m.startswith("quality")] == ["quality 0.5", "quality 0.2", "quality -1.0"]
+
+
+def test_the_users_warning_filters_still_apply_to_trial_warnings():
+    import warnings
+
+    X, y = np.zeros((40, 2)), np.zeros(40)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        warnings.filterwarnings("ignore", message="column 'id'")
+        tune(WarningToy(), X, y, n_trials=2, search_space=lambda t: {"quality": 0.5}, refit=False)
+    assert [str(w.message) for w in caught] == ["quality 0.5"]

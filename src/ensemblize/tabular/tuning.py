@@ -42,7 +42,9 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -433,6 +435,33 @@ def _fail_reason(trial: Any) -> str:
     return str(trial.user_attrs.get("fail_reason", "no reason recorded"))
 
 
+class _WarningsOnce:
+    """Show each distinct warning once per study instead of once per trial.
+
+    Every trial fits a fresh clone on the same rows, so a warning about the data (an identifier
+    column, a constant column, ...) would otherwise repeat in every trial. Inside :meth:`shown_once`
+    warnings are recorded; afterwards each ``(category, message)`` not shown before in this study is
+    re-issued through the user's own filters (``"error"``/``"ignore"`` still apply).
+    """
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[type, str]] = set()
+
+    @contextmanager
+    def shown_once(self) -> Iterator[None]:
+        caught: list[warnings.WarningMessage] = []
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                yield
+        finally:  # a failing trial's warnings are shown too
+            for w in caught:
+                key = (w.category, str(w.message))
+                if key not in self._seen:
+                    self._seen.add(key)
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+
 def _recording_failures(objective: Callable[[Any], float]) -> Callable[[Any], float]:
     """``objective`` that stores a failing trial's error (type and message) as its ``fail_reason``."""
 
@@ -580,15 +609,17 @@ def tune(
     ran: list[int] = []
     kept: dict[str, tuple[float, int, Any]] = {}  # this process's best completed trial: value, number, model
     minimize = METRICS[metric] == "minimize"
+    once = _WarningsOnce()
 
     def objective(trial: Any) -> float:
         ran.append(trial.number)
         est = _configured(estimator, _suggest(trial, space), seed)
         reporter = _EpochReporter(trial, metric)
-        _fit_trial(est, data, reporter)
-        if reporter.pruned_at is not None:
-            raise _optuna().TrialPruned(f"pruned after epoch {reporter.pruned_at}")
-        value = _score(est, data["X_val"], data["y_val"], metric)
+        with once.shown_once():
+            _fit_trial(est, data, reporter)
+            if reporter.pruned_at is not None:
+                raise _optuna().TrialPruned(f"pruned after epoch {reporter.pruned_at}")
+            value = _score(est, data["X_val"], data["y_val"], metric)
         prev = kept.get("best")
         if (
             refit
@@ -599,8 +630,9 @@ def tune(
         return value
 
     _run_trials(study, objective, n_trials=n_trials, timeout=timeout)
-    return _result(study, estimator, data, metric=metric, seed=seed, refit=refit, index=(tr, va), ran=ran,
-                   kept={number: est for _, number, est in kept.values()})  # fmt: skip
+    with once.shown_once():
+        return _result(study, estimator, data, metric=metric, seed=seed, refit=refit, index=(tr, va), ran=ran,
+                       kept={number: est for _, number, est in kept.values()})  # fmt: skip
 
 
 def _result(study, estimator, data, *, metric, seed, refit, index, ran, kept=None) -> TuneResult:
