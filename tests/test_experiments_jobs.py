@@ -335,3 +335,54 @@ def test_a_failure_is_announced_at_once_and_a_second_one_is_not_lost(tmp_path: P
     assert "job 'first' failed (ArithmeticError: no 1); waiting for" in capsys.readouterr().err
     assert "in job 'first'" in info.value.__notes__[0]
     assert any("job 'second' failed too: ArithmeticError: no 2" in n for n in info.value.__notes__)
+
+
+def pid_job(*, path: str, delay: float) -> list[dict]:
+    """Writes the worker's process id to ``path``, then works for ``delay`` seconds."""
+    import os
+
+    Path(path).write_text(str(os.getpid()))
+    time.sleep(delay)
+    return toy_job(name="pid", seed=0)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie nobody reaped has finished)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_a_killed_run_takes_its_worker_processes_with_it(tmp_path: Path):
+    """A run killed by SIGTERM/SIGKILL cannot shut its pool down: its workers went on with their jobs
+    (minutes of CPU) for nobody. Each worker now ends within about a second of its parent."""
+    import os
+    import signal
+    import subprocess
+
+    pidfile = tmp_path / "worker.pid"
+    script = (
+        "from ensemblize.experiments.jobs import Job, run_jobs\n"
+        f"run_jobs([Job.make('toy', 'test_experiments_jobs:pid_job', 'sleeps', path={str(pidfile)!r},"
+        " delay=120.0)], workers=1, quiet=True)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+    }
+    run = subprocess.Popen([sys.executable, "-c", script], env=env)
+    deadline = time.monotonic() + 90
+    while not (pidfile.exists() and pidfile.read_text()):
+        assert run.poll() is None and time.monotonic() < deadline, "the job never started"
+        time.sleep(0.1)
+    worker = int(pidfile.read_text())
+    assert _running(worker)
+    run.send_signal(signal.SIGTERM)
+    run.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while _running(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(worker)

@@ -86,6 +86,7 @@ import importlib
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future, as_completed
@@ -301,11 +302,22 @@ def execute(job: Job, *, threads: int | None = None, progress: bool = False) -> 
 # --- executors -------------------------------------------------------------------------------------
 
 
-def _init_worker() -> None:
+def _init_worker(parent: int | None = None) -> None:
     import torch
 
     torch.set_num_threads(1)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if parent is not None:
+        threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def _exit_with_parent(parent: int, every: float = 1.0) -> None:
+    """End this worker once the process that started it is gone (killed by SIGTERM or SIGKILL, it
+    cannot shut its pool down): an orphaned worker would otherwise finish its job — minutes of CPU —
+    for nobody."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(1)
 
 
 @contextlib.contextmanager
@@ -338,7 +350,10 @@ def make_executor(*, workers: int | None = None, scheduler: str | None = None) -
     from concurrent.futures import ProcessPoolExecutor
 
     pool = ProcessPoolExecutor(
-        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(os.getpid(),),
     )
     try:
         yield pool
