@@ -561,6 +561,26 @@ def test_evaluate_predictions_against_references():
         evaluate_predictions("multiclass", labels, score)
 
 
+@pytest.mark.parametrize(
+    "task, y, prediction, match",
+    [
+        # an (N, 1) column broadcast against (N,): a perfect regressor scored RMSE 1.15
+        ("regression", np.array([[0.0], [1.0], [2.0]]), np.array([0.0, 1.0, 2.0]), r"1-D of shape \(N,\)"),
+        # an (N, 1) label column halved the accuracy of a perfect classifier
+        ("binclass", np.array([[0], [1], [1]]), np.array([[0.9, 0.1], [0.2, 0.8], [0.3, 0.7]]), "1-D"),
+        # logits were clipped to probability 1: log-loss 0
+        ("multiclass", np.array([0, 1, 1]), np.array([[2.0, -1.0], [-1.0, 3.0], [0.5, 2.5]]), "logits"),
+        ("multiclass", np.array([0, 1]), np.array([[0.5, 0.9], [0.2, 0.8]]), "sums to"),
+        ("multiclass", np.array([0, 1]), np.full((2, 2), np.nan), "NaN"),
+        ("regression", np.array([0.0, 1.0]), np.array([0.0, np.nan]), "NaN"),
+        ("regression", np.array([]), np.array([]), "empty"),
+    ],
+)
+def test_evaluate_predictions_refuses_what_would_score_wrong(task, y, prediction, match):
+    with pytest.raises(ValueError, match=match):
+        evaluate_predictions(task, y, prediction)
+
+
 def test_a_few_whole_number_target_read_as_regression_warns(tmp_path):
     import warnings
 

@@ -24,21 +24,35 @@ def evaluate_predictions(task: str, y_true: np.ndarray, prediction: np.ndarray) 
       ``accuracy = mean(argmax_c p[i, c] == y[i])`` and
       ``log_loss = −mean_i log max(p[i, y_i], 1e-15)``; binclass adds ``roc_auc`` (AUC of column 1,
       NaN when the labels hold one class).
+
+    Raises ValueError for ``y_true`` that is not 1-D (an ``(N, 1)`` column is refused, not
+    broadcast), empty inputs, mismatched lengths, NaN/inf, or classification predictions that are
+    not probabilities (negative entries or rows not summing to 1: logits).
     """
     check_choice(task, tuple(TABULAR_TASKS), name="task")
+    from ensemblize.metrics import _validate as V
+
     y = np.asarray(y_true)
-    p = np.asarray(prediction, dtype=np.float64)
-    if len(p) != len(y):
-        raise ValueError(f"prediction has {len(p)} rows but y_true has {len(y)}")
+    if y.ndim != 1:  # an (N, 1) column would broadcast against (N,) or (N, C) into wrong numbers
+        raise ValueError(f"y_true must be 1-D of shape (N,), got shape {y.shape}; pass y.ravel()")
+    if len(y) == 0:
+        raise ValueError("y_true is empty: there is nothing to score")
     if task == "regression":
-        if p.ndim != 1:
-            raise ValueError(f"regression prediction must be 1-D (N,), got shape {p.shape}")
-        return {"rmse": float(np.sqrt(np.mean((p - y.astype(np.float64)) ** 2)))}
-    if p.ndim != 2:
-        raise ValueError(f"classification prediction must be probabilities (N, C), got shape {p.shape}")
+        p = V.scores(prediction, name="prediction")
+        if len(p) != len(y):
+            raise ValueError(f"prediction has {len(p)} rows but y_true has {len(y)}")
+        target = V.scores(y, name="y_true")
+        return {"rmse": float(np.sqrt(np.mean((p - target) ** 2)))}
     if not np.issubdtype(y.dtype, np.integer):
         raise ValueError(f"y_true must hold integer class indices, got dtype {y.dtype}")
-    if y.size and (y.min() < 0 or y.max() >= p.shape[1]):
+    p = np.asarray(prediction)
+    if p.ndim != 2:
+        raise ValueError(f"classification prediction must be probabilities (N, C), got shape {p.shape}")
+    if len(p) != len(y):
+        raise ValueError(f"prediction has {len(p)} rows but y_true has {len(y)}")
+    # finite, non-negative rows summing to 1: logits would be clipped to probability 1 (log-loss 0)
+    p = V.probabilities(prediction, name="prediction", allow_members=False)
+    if y.min() < 0 or y.max() >= p.shape[1]:
         raise ValueError(f"y_true has class indices outside [0, {p.shape[1]})")
     picked = p[np.arange(len(y)), y]
     out = {
