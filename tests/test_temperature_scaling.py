@@ -94,3 +94,32 @@ def test_half_precision_softmax_rows_are_recognised_as_probabilities():
     for dtype in (torch.float16, torch.bfloat16, torch.float32):
         assert looks_like_probabilities(torch.softmax(z.to(dtype), dim=-1))
         assert not looks_like_probabilities(z.to(dtype))
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e-5, 1e-3, 1e3, 1e6])
+def test_the_fit_is_the_same_at_every_logit_scale(scale):
+    """fit(c·z) = c·fit(z): starting at T = 1, logits of order 1e-5 came back with T = 1 exactly (no fit)."""
+    gen = torch.Generator().manual_seed(1)
+    z = torch.randn(300, 5, generator=gen, dtype=torch.float64) * 3
+    y = z.argmax(1)
+    y[:150] = torch.randint(0, 5, (150,), generator=gen)
+    base = fit_temperature(z, y)
+    assert fit_temperature(z * scale, y) == pytest.approx(scale * base, rel=1e-6)
+    grid = np.exp(np.linspace(np.log(base / 2), np.log(base * 2), 4001))
+    assert base == pytest.approx(grid[np.argmin([_nll(z[:, None], y, g) for g in grid])], rel=1e-3)
+
+
+@pytest.mark.parametrize("members", [1, 3])
+def test_a_validation_split_every_member_gets_right_has_no_temperature_and_keeps_one(members):
+    """The NLL then falls as T -> 0: the fit stopped at an arbitrary T (5e-3, 4e-8), and test NLL went
+    from 0.62 to 3.19 with it."""
+    gen = torch.Generator().manual_seed(2)
+    z = torch.randn(40, members, 3, generator=gen) * 2
+    y = z[:, 0].argmax(1)
+    z[torch.arange(40), :, y] += 10.0  # every member right on every row
+    with pytest.warns(UserWarning, match="classified correctly.*returning T = 1"):
+        assert fit_temperature(z if members > 1 else z[:, 0], y) == 1.0
+
+
+def test_equal_logits_keep_temperature_one():
+    assert fit_temperature(torch.zeros(4, 3), torch.tensor([0, 1, 2, 0])) == 1.0

@@ -9,6 +9,9 @@ logits by ``T``.
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import torch
 from torch import Tensor, nn
 
@@ -29,7 +32,11 @@ def fit_temperature(logits: Tensor, labels: Tensor, *, max_iter: int = 200) -> f
 
     With member logits the NLL is that of the mean probability ``p̄ = mean_m softmax(z_m / T)``.
     ``labels`` (N,) are integer class indices; ``max_iter`` (≥ 1) bounds the L-BFGS iterations.
-    Fit on a validation split, never on test.
+    Fit on a validation split, never on test. The fit is scale-equivariant:
+    ``fit_temperature(c·z) = c·fit_temperature(z)`` for ``c > 0`` (it runs on ``z / s``, ``s`` the
+    logits' mean per-row spread). Returns 1.0 when every row's logits are equal (no temperature changes
+    anything) and, with a warning, when every row is classified correctly by every member: the NLL then
+    has no finite minimiser (it falls as ``T → 0``).
     """
     if not isinstance(logits, Tensor) or not isinstance(labels, Tensor):
         raise TypeError(
@@ -49,13 +56,37 @@ def fit_temperature(logits: Tensor, labels: Tensor, *, max_iter: int = 200) -> f
     check_finite(z, name="logits")
     check_not_probabilities(z, name="logits")
     check_labels(labels, z.shape[-1])
-    log_t = torch.zeros((), dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([log_t], lr=0.1, max_iter=max_iter, line_search_fn="strong_wolfe")
+    # T = s * exp(u), s the logits' spread: the fit is the same problem at every logit scale (starting
+    # at T = 1, L-BFGS stopped at once on logits of order 1e-5, their gradient below its tolerance)
+    spread = float(z.std(dim=-1, unbiased=False).mean()) if z.shape[-1] > 1 else 0.0
+    if not spread > 0:
+        return 1.0  # every row's logits are equal: softmax(z / T) is uniform at every T
+    if bool((z.argmax(dim=-1) == labels.view(-1, 1).to(z.device)).all()):
+        # the NLL falls monotonically as T -> 0: there is no finite minimiser, and whatever small T an
+        # optimiser stops at sharpens every later probability towards 0 or 1
+        warnings.warn(
+            f"fit_temperature: every one of the {z.shape[0]} rows is classified correctly (by every member), "
+            "so the NLL has no finite minimum (it falls as T -> 0); returning T = 1 (no scaling). Fit on a "
+            "larger validation split that the model gets partly wrong",
+            UserWarning,
+            stacklevel=2,
+        )
+        return 1.0
+    zs = z / spread
+    u = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS(
+        [u],
+        lr=0.1,
+        max_iter=max_iter,
+        tolerance_grad=1e-12,
+        tolerance_change=1e-15,
+        line_search_fn="strong_wolfe",
+    )
     m = z.shape[1]
 
     def closure() -> Tensor:
         opt.zero_grad()
-        logp = torch.logsumexp(torch.log_softmax(z / log_t.exp(), dim=-1), dim=1) - torch.log(
+        logp = torch.logsumexp(torch.log_softmax(zs / u.exp(), dim=-1), dim=1) - torch.log(
             torch.tensor(float(m))
         )
         loss = -logp.gather(1, labels.view(-1, 1).long()).mean()
@@ -63,7 +94,7 @@ def fit_temperature(logits: Tensor, labels: Tensor, *, max_iter: int = 200) -> f
         return loss
 
     opt.step(closure)
-    return float(log_t.detach().exp())
+    return float(spread * math.exp(float(u.detach())))
 
 
 class TemperatureScaled(nn.Module):
