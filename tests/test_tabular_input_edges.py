@@ -304,3 +304,46 @@ def test_cli_tune_refuses_an_earlier_result_unless_overwrite(tmp_path):
              estimator=LoMETabClassifier(**TINY), overwrite=True)  # fmt: skip
     assert json.loads((out / "report.json").read_text())["budget"]["n_trials"] == 1
     assert (out / "mine.txt").read_text() == "keep"
+
+
+def _rewritten(tmp_path, est, change, name):
+    """``est`` saved, one metadata field changed by ``change(meta)`` and the metadata hash recomputed (what
+    a foreign writer or a hand edit that re-hashes produces): the hashes pass, the content disagrees."""
+    from ensemblize.checkpoint import _meta_hash
+
+    stem = est.save(tmp_path / name).with_suffix("")
+    meta_path = stem.with_suffix(".json")
+    meta = json.loads(meta_path.read_text())
+    change(meta)
+    meta["meta_sha256"] = _meta_hash(meta)
+    meta_path.write_text(json.dumps(meta))
+    return stem
+
+
+def test_load_refuses_saved_parts_that_disagree(tmp_path):
+    """Such files loaded: 2 classes over 3 outputs, parameters naming 9 members on a 2-member network,
+    a target std of "abc" or 0 (every prediction rescaled)."""
+    X, y = _frame()
+    y3 = (X["a"] > 0.5).astype(int).to_numpy() + y
+    clf = LoMETabClassifier(**TINY, random_state=0).fit(X, y3)
+    reg = LoMETabRegressor(**TINY, random_state=0).fit(X, X["a"].to_numpy() * 3)
+    cases = [
+        (clf, lambda m: m.__setitem__("classes", [0, 1]), "2 outputs|3 outputs, not the 2 saved classes"),
+        (clf, lambda m: m.__setitem__("classes", [0, 1, 2, 3]), "3 outputs, not the 4 saved classes"),
+        (clf, lambda m: m["params"].__setitem__("members", 9), r"disagree on \['members'\].*9 vs 2"),
+        (
+            reg,
+            lambda m: m["preprocessor"].__setitem__("target_std", "abc"),
+            "target_std must be a finite number",
+        ),
+        (reg, lambda m: m["preprocessor"].__setitem__("target_std", 0.0), "target_std must be > 0"),
+        (reg, lambda m: m["model"].__setitem__("n_out", 2), "2 outputs, not a regressor's 1"),
+    ]
+    for i, (est, change, match) in enumerate(cases):
+        stem = _rewritten(tmp_path, est, change, f"m{i}")
+        with pytest.raises(ValueError, match=match):
+            type(est).load(stem)
+    # untouched files load and predict as before
+    np.testing.assert_array_equal(
+        LoMETabClassifier.load(clf.save(tmp_path / "ok")).predict_proba(X), clf.predict_proba(X)
+    )

@@ -38,6 +38,7 @@ with safetensors + JSON — no pickle. :func:`prepare` splits a table, fits on t
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -583,6 +584,15 @@ class TabularPreprocessor:
         self.dropped_ = {str(k): str(v) for k, v in dict(config["dropped"]).items()}
         self.n_train_ = check_int(config["n_train"], name="n_train", minimum=2)
         self.target_mean_, self.target_std_ = config["target_mean"], config["target_std"]
+        if (self.target_mean_ is None) != (self.target_std_ is None):
+            raise ValueError("preprocessor state has only one of target_mean and target_std")
+        if self.target_mean_ is not None:  # a hand-made file: "abc" or 0 would scale every prediction
+            for name, v in (("target_mean", self.target_mean_), ("target_std", self.target_std_)):
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                    raise ValueError(f"preprocessor state {name} must be a finite number, got {v!r}")
+            if not self.target_std_ > 0:
+                raise ValueError(f"preprocessor state target_std must be > 0, got {self.target_std_!r}")
+            self.target_mean_, self.target_std_ = float(self.target_mean_), float(self.target_std_)
         self.classes_ = None if config["classes"] is None else np.asarray(config["classes"])
         known = set(self.columns_)
         used = [*self.numeric_, *self.categorical_, *self.indicators_]

@@ -519,11 +519,43 @@ class TabularEnsembleEstimator(TablePipeline):
         est.best_epochs_ = list(meta.get("best_epochs", [est.best_epoch_]))
         est.best_scores_ = list(meta.get("best_scores", [est.best_score_]))
         cls._check_saved_config(meta["model"], n_networks)
+        cls._check_saved_consistency(path, meta, est)
         model = cls._build(meta["model"], est.bins_, n_networks)
         state = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
         load_state_strict(model, state, what=str(path))
         est.model_ = model.to(torch.device(est.device)).eval()
         return est
+
+    @classmethod
+    def _check_saved_consistency(cls, path: Any, meta: dict[str, Any], est: Any) -> None:
+        """The parts of a saved file that must agree do (a foreign or hand-edited file that still hashes
+        right would otherwise predict wrong labels or report wrong parameters, silently)."""
+        model = meta["model"]
+        if not isinstance(model, dict):
+            raise ValueError(f"{path}: saved model config must be an object")
+        if "regression" in model and bool(model["regression"]) != cls._regression:
+            raise ValueError(
+                f"{path}: the saved network is a {'regressor' if model['regression'] else 'classifier'}"
+            )
+        n_out = model.get("n_out")
+        want = 1 if cls._regression else len(est.classes_)
+        if n_out is not None and n_out != want:
+            what = "a regressor's 1" if cls._regression else f"the {want} saved classes"
+            raise ValueError(f"{path}: the saved network has {n_out} outputs, not {what}")
+        prep = est.preprocessor_.classes_
+        if not cls._regression and prep is not None and prep.tolist() != est.classes_.tolist():
+            raise ValueError(
+                f"{path}: saved classes {est.classes_.tolist()} differ from the preprocessor's {prep.tolist()}"
+            )
+        if cls._regression and est.preprocessor_.target_std_ is None:
+            raise ValueError(f"{path}: a regressor's preprocessor must hold the target's mean and std")
+        params = meta["params"]
+        differ = sorted(k for k in params.keys() & model.keys() if params[k] != model[k])
+        if differ:
+            raise ValueError(
+                f"{path}: saved parameters and network disagree on {differ} "
+                f"({', '.join(f'{k}: {params[k]!r} vs {model[k]!r}' for k in differ)})"
+            )
 
     @staticmethod
     def _load_device(saved: str, requested: str | torch.device | None) -> str:
