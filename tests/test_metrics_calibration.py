@@ -279,3 +279,12 @@ def test_n_bins_is_bounded_before_allocation(fn):
         M.ECE(n_bins=MAX_BINS + 1)
     fn(p, y, n_bins=MAX_BINS)  # the maximum itself is fine
     assert fn(p, y, n_bins=np.int64(15)) is not None
+
+
+def test_a_clipping_floor_of_one_or_more_is_refused():
+    """eps ≥ 1 clipped every probability to eps: NLL −0.69 at eps = 2, pairwise KL 0 at eps = 5."""
+    p = np.array([[[0.7, 0.3], [0.2, 0.8]]])
+    with pytest.raises(ValueError, match=r"eps must be in \[0, 1\), got 2.0"):
+        ez.metrics.nll(p, [0], eps=2)
+    with pytest.raises(ValueError, match=r"eps must be in \(0, 1\), got 5.0"):
+        ez.metrics.pairwise_kl(p, eps=5)

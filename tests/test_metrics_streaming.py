@@ -222,3 +222,19 @@ def test_sample_mean_metrics_refuse_batches_of_another_member_or_class_count():
     b.update(np.full((5, 4, 3), 1 / 3))
     with pytest.raises(ValueError, match="cannot merge"):
         a.merge(b)
+
+
+def test_merging_calibration_states_of_different_class_counts_is_named_at_once():
+    """It was accepted, and compute() failed later in a NumPy concatenate error."""
+    rng = np.random.default_rng(0)
+    for metric in (ez.metrics.streaming.ECE, ez.metrics.streaming.Reliability):
+        a, b = metric(), metric()
+        a.update(rng.dirichlet(np.ones(3), size=6), rng.integers(0, 3, 6))
+        b.update(rng.dirichlet(np.ones(4), size=6), rng.integers(0, 4, 6))
+        with pytest.raises(ValueError, match="cannot merge .* states of 4 and 3 classes"):
+            a.merge(b)
+
+
+def test_streaming_ece_classwise_must_be_a_bool_like_the_function():
+    with pytest.raises(TypeError, match="classwise must be a bool"):
+        ez.metrics.streaming.ECE(classwise=1)

@@ -41,6 +41,12 @@ def test_evaluate_probs_matches_the_metric_functions():
     conf = p.mean(1).max(1)
     assert got["aurc"] == pytest.approx(M.aurc(conf, (p.mean(1).argmax(1) != y).astype(float)))
     assert got["mutual_information"] == pytest.approx(M.mutual_information(p))
+    # tensors give the same numbers; a missing member axis or (N, 1) labels are named, not an AxisError
+    assert evaluate_probs(torch.tensor(p), torch.tensor(y)) == got
+    with pytest.raises(ValueError, match=r"member_probs must have shape \(N, M, C\)"):
+        evaluate_probs(p.mean(1), y)
+    with pytest.raises(ValueError, match="labels must be 1-D"):
+        evaluate_probs(p, y[:, None])
 
 
 @pytest.fixture(scope="module")

@@ -123,7 +123,15 @@ def _confidences(member_probs: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def evaluate_probs(member_probs: np.ndarray, labels: np.ndarray, *, n_bins: int = 15) -> dict[str, float]:
-    """Clean, selective and diversity metrics of member probabilities ``(N, M, C)`` against ``labels``."""
+    """Clean, selective and diversity metrics of member probabilities ``(N, M, C)`` against ``labels``.
+
+    ``member_probs`` and ``labels`` (N,) may be NumPy arrays or tensors; both are validated first
+    (shapes, finite probabilities summing to 1, integer labels in range), each error naming the input.
+    """
+    from ensemblize.metrics import _validate as V
+
+    member_probs = V.probabilities(member_probs, name="member_probs", require_members=True)
+    labels = V.labels(labels, member_probs.shape[0], member_probs.shape[-1], name="labels")
     pbar = member_probs.mean(axis=1)
     correct = pbar.argmax(axis=1) == labels
     conf = pbar.max(axis=1)

@@ -51,6 +51,8 @@ def nll(probs: object, labels: object, *, from_logits: bool = False, eps: float 
     """
     check_bool(from_logits, name="from_logits")
     eps = V.nonnegative_real(eps, name="eps")
+    if eps >= 1:  # every probability would be clipped to eps: a negative or zero "NLL"
+        raise ValueError(f"eps must be in [0, 1), got {eps!r}")
     if from_logits:
         z = V.logits(probs, name="logits")
         if z.ndim == 2:

@@ -42,6 +42,8 @@ def pairwise_kl(member_probs: object, *, eps: float = 1e-12) -> float:
     instead of ``inf``. Vectorised via ``Σ_{m,m'} KL = M Σ_m Σ_c p_m log p_m − Σ_c (Σ_m p_m)(Σ_m' log p_m')``.
     """
     eps = check_positive(eps, name="eps")
+    if eps >= 1:  # every probability would be clipped to eps: KL 0 whatever the members say
+        raise ValueError(f"eps must be in (0, 1), got {eps!r}")
     p = _members(member_probs)
     m = p.shape[1]
     if m == 1:

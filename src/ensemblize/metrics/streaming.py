@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .._checks import check_bool
 from . import _validate as V
 from .calibration import BINNINGS, _ece_checked, _reliability_checked, accuracy, brier, ece, nll, reliability
 from .diversity import ambiguity, disagreement, mutual_information, pairwise_kl
@@ -224,6 +225,14 @@ class _Calibration(_Stored):
         self._first.append(p)
         self._second.append(y)
 
+    def merge(self, other: Metric) -> Metric:
+        """As :meth:`Metric.merge`; both states must hold batches of the same number of classes."""
+        if type(other) is type(self) and self._first and other._first:
+            mine, theirs = self._first[0].shape[1], other._first[0].shape[1]
+            if mine != theirs:
+                raise ValueError(f"cannot merge {type(self).__name__} states of {theirs} and {mine} classes")
+        return super().merge(other)
+
 
 class ECE(_Calibration, fn=ece, takes="probs, labels"):
     checked = staticmethod(_ece_checked)
@@ -231,6 +240,7 @@ class ECE(_Calibration, fn=ece, takes="probs, labels"):
     def __init__(self, n_bins: int = 15, *, binning: str = "equal_width", classwise: bool = False) -> None:
         V.n_bins(n_bins)
         V.choice(binning, BINNINGS, name="binning")
+        check_bool(classwise, name="classwise")
         super().__init__(n_bins=n_bins, binning=binning, classwise=classwise)
 
 
