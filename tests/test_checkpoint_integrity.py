@@ -14,6 +14,7 @@ from ensemblize.checkpoint import (
     load_checkpoint,
     load_checkpoint_meta,
     save_checkpoint,
+    settle_interrupted_save,
 )
 
 META = {
@@ -172,3 +173,71 @@ def test_save_checkpoint_names_a_non_tensor_value_or_a_non_string_key(tmp_path):
     with pytest.raises(TypeError, match="meta keys must be strings.*got 1"):
         save_checkpoint(tmp_path / "x", {"w": torch.ones(2)}, {1: "a"})
     assert list(tmp_path.iterdir()) == []
+
+
+def _pair(folder, value):
+    """A complete pair ``folder/ck`` holding ``w = value`` and ``epoch = value``; its two files' bytes."""
+    save_checkpoint(folder / "ck", {"w": torch.full((3,), float(value))}, {"epoch": value})
+    tensors, meta = checkpoint_paths(folder / "ck")
+    return tensors.read_bytes(), meta.read_bytes()
+
+
+@pytest.mark.parametrize("old", [True, False])
+@pytest.mark.parametrize("killed", ["before the tensors moved", "before the JSON moved"])
+def test_a_save_killed_between_its_renames_leaves_a_loadable_checkpoint(tmp_path, old, killed):
+    """Overwriting a pair renamed the tensors first and the JSON after: a kill in between left new
+    tensors beside the old JSON, and neither checkpoint loaded. The JSON is now staged first
+    (``ck.json.pending``), and loading reads whichever JSON matches the tensors."""
+    a_tensors, a_meta = _pair(tmp_path / "a", 1)
+    b_tensors, b_meta = _pair(tmp_path / "b", 2)
+    tensor_path, meta_path = checkpoint_paths(tmp_path / "ck")
+    # the files a kill leaves at each point of overwriting pair 1 (or of a first save) with pair 2
+    if old:
+        meta_path.write_bytes(a_meta)
+    tensor_path.write_bytes(b_tensors if killed == "before the JSON moved" else a_tensors)
+    (tmp_path / "ck.json.pending").write_bytes(b_meta)
+    if not old and killed == "before the tensors moved":
+        tensor_path.unlink()  # a first save killed there leaves no checkpoint at all
+        with pytest.raises(FileNotFoundError):
+            load_checkpoint(tmp_path / "ck")
+        assert settle_interrupted_save(tmp_path / "ck") and not (tmp_path / "ck.json.pending").exists()
+        return
+    expect = 2 if killed == "before the JSON moved" else 1
+    tensors, meta = load_checkpoint(tmp_path / "ck")
+    assert meta["epoch"] == expect and tensors["w"].tolist() == [float(expect)] * 3
+    assert load_checkpoint_meta(tmp_path / "ck")["epoch"] == expect
+    # settling publishes the staged JSON or drops it; either way the same checkpoint loads after
+    assert settle_interrupted_save(tmp_path / "ck")
+    assert not (tmp_path / "ck.json.pending").exists()
+    assert load_checkpoint(tmp_path / "ck")[1]["epoch"] == expect
+
+
+def test_a_damaged_staging_file_is_never_trusted(tmp_path):
+    _pair(tmp_path, 1)
+    (tmp_path / "ck.json.pending").write_text("{not json")
+    assert load_checkpoint(tmp_path / "ck")[1]["epoch"] == 1
+
+
+def test_a_failed_save_leaves_the_old_pair_and_no_staging_files(tmp_path, monkeypatch):
+    import ensemblize.checkpoint as ck
+
+    _pair(tmp_path, 1)
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ck, "_publish", fail)
+    with pytest.raises(OSError, match="disk full"):
+        save_checkpoint(tmp_path / "ck", {"w": torch.zeros(3)}, {"epoch": 2})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.json", "ck.safetensors"]
+    assert load_checkpoint(tmp_path / "ck")[1]["epoch"] == 1
+
+
+def test_a_run_folder_settles_an_interrupted_save_on_entry(tmp_path):
+    from ensemblize.run_folder import clean_interrupted
+
+    _, b_meta = _pair(tmp_path / "b", 2)
+    (tmp_path / "b" / "ck.json").rename(tmp_path / "b" / "ck.json.pending")  # killed before the JSON moved
+    clean_interrupted(tmp_path / "b")
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["ck.json", "ck.safetensors"]
+    assert load_checkpoint(tmp_path / "b" / "ck")[1]["epoch"] == 2

@@ -2,7 +2,10 @@
 
 Nothing here unpickles. A checkpoint ``NAME`` is two files, ``NAME.safetensors`` and ``NAME.json``;
 each is written to a temporary file in the same folder, flushed, fsynced and renamed over the
-target, so a kill at any moment leaves either the old file or the new one, never half of one.
+target, so a kill at any moment leaves either the old file or the new one, never half of one. The
+pair is atomic too: the JSON is staged as ``NAME.json.pending`` before the tensors are renamed into
+place and renamed over ``NAME.json`` after, and :func:`load_checkpoint` reads whichever JSON matches
+the tensor file, so a save killed at any moment leaves the old checkpoint or the new one loadable.
 Written files get the usual ``0666 & ~umask`` permissions (0644 under umask 022), not the
 temporary file's 0600.
 
@@ -48,6 +51,7 @@ __all__ = [
     "load_checkpoint",
     "load_checkpoint_meta",
     "checkpoint_paths",
+    "settle_interrupted_save",
     "state_fingerprint",
     "load_state_strict",
 ]
@@ -81,9 +85,9 @@ def _publish(tmp: str | Path, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def _atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
-    """Run ``write(tmp)`` on a same-folder temporary file, fsync it, then rename it over ``path``."""
-    path = Path(path)
+def _staged(path: Path, write: Callable[[str], None]) -> str:
+    """Run ``write(tmp)`` on a same-folder temporary file for ``path`` and fsync it; return ``tmp``
+    (removed again if ``write`` fails)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -91,6 +95,17 @@ def _atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path
         write(tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
+    """Run ``write(tmp)`` on a same-folder temporary file, fsync it, then rename it over ``path``."""
+    path = Path(path)
+    tmp = _staged(path, write)
+    try:
         _publish(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -124,9 +139,13 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"object of type {type(obj).__name__} is not JSON serialisable")
 
 
+def _cpu_contiguous(tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    return {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
+
+
 def save_tensors(path: str | os.PathLike, tensors: Mapping[str, Tensor]) -> Path:
     """Atomically write a flat ``{name: tensor}`` mapping as safetensors (tensors made contiguous, on CPU)."""
-    clean = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
+    clean = _cpu_contiguous(tensors)
     return _atomic_write(path, lambda tmp: save_file(clean, tmp))
 
 
@@ -170,6 +189,43 @@ def checkpoint_paths(stem: str | os.PathLike) -> tuple[Path, Path]:
     return stem.with_name(name + ".safetensors"), stem.with_name(name + ".json")
 
 
+def _pending(meta_path: Path) -> Path:
+    """Where :func:`save_checkpoint` stages the JSON half of a pair it has not finished publishing."""
+    return meta_path.with_name(meta_path.name + ".pending")
+
+
+def _settled_meta_path(tensor_path: Path, meta_path: Path) -> Path:
+    """The JSON half that describes the tensor file on disk: ``stem.json`` — or, after a save that was
+    killed between publishing the tensors and publishing their JSON, the pending JSON it staged."""
+    pending = _pending(meta_path)
+    if not pending.is_file() or not tensor_path.is_file():
+        return meta_path
+    try:
+        staged = _read_meta(pending)
+    except (CheckpointError, OSError):
+        return meta_path  # a damaged staging file: never trusted
+    return pending if staged["sha256"] == _file_sha256(tensor_path) else meta_path
+
+
+def settle_interrupted_save(stem: str | os.PathLike) -> bool:
+    """Finish or undo a :func:`save_checkpoint` of ``stem`` that was killed midway; True if one was found.
+
+    A pending JSON whose tensor file is already in place is published (the save completes); one whose
+    tensors never arrived is removed (the previous pair, if any, stays). Loading needs no such step —
+    :func:`load_checkpoint` reads whichever JSON matches the tensors — but a run folder settles its
+    checkpoints on entry so that no staging file outlives the run.
+    """
+    tensor_path, meta_path = checkpoint_paths(stem)
+    pending = _pending(meta_path)
+    if not pending.is_file():
+        return False
+    if _settled_meta_path(tensor_path, meta_path) == pending:
+        os.replace(pending, meta_path)
+    else:
+        pending.unlink(missing_ok=True)
+    return True
+
+
 def _canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
 
@@ -182,6 +238,9 @@ def _meta_hash(meta: Mapping[str, Any]) -> str:
 
 def save_checkpoint(stem: str | os.PathLike, tensors: Mapping[str, Tensor], meta: Mapping[str, Any]) -> Path:
     """Write ``stem.safetensors`` then ``stem.json`` (the JSON last: it marks the pair complete).
+
+    Overwriting an existing pair is atomic as a whole: killed at any moment, the save leaves the old
+    checkpoint or the new one loadable by :func:`load_checkpoint` (see the module doc).
 
     ``meta`` must be a JSON-serialisable mapping with string keys, not using :data:`HASH_KEYS`; the
     tensors' fingerprint is added under ``"fingerprint"``, the tensor file's SHA-256 under
@@ -211,15 +270,27 @@ def save_checkpoint(stem: str | os.PathLike, tensors: Mapping[str, Tensor], meta
     except (TypeError, ValueError) as exc:
         raise ValueError(f"checkpoint metadata is not JSON-serialisable: {exc}") from None
     tensor_path, meta_path = checkpoint_paths(stem)
-    save_tensors(tensor_path, tensors)
-    # the JSON round trip makes the hashed object exactly what load_checkpoint will read back
-    body = json.loads(
-        json.dumps(
-            {**meta, "fingerprint": state_fingerprint(tensors), "sha256": _file_sha256(tensor_path)},
-            default=_json_default,
+    pending = _pending(meta_path)
+    clean = _cpu_contiguous(tensors)
+    staged = _staged(tensor_path, lambda tmp: save_file(clean, tmp))
+    try:
+        # the JSON round trip makes the hashed object exactly what load_checkpoint will read back
+        body = json.loads(
+            json.dumps(
+                {**meta, "fingerprint": state_fingerprint(tensors), "sha256": _file_sha256(Path(staged))},
+                default=_json_default,
+            )
         )
-    )
-    atomic_write_json(meta_path, {**body, "meta_sha256": _meta_hash(body)})
+        # the pair is published in three renames, each atomic: the JSON staged beside the old pair, the
+        # tensors, then the JSON. A kill before the second leaves the old pair; between the second and
+        # the third, the staged JSON matches the new tensors and load_checkpoint reads it
+        atomic_write_json(pending, {**body, "meta_sha256": _meta_hash(body)})
+        _publish(staged, tensor_path)
+    except BaseException:
+        Path(staged).unlink(missing_ok=True)
+        pending.unlink(missing_ok=True)
+        raise
+    os.replace(pending, meta_path)
     return Path(stem)
 
 
@@ -280,8 +351,8 @@ def load_checkpoint_meta(
     named key is present with the given type. The tensor file is *not* hashed here; use
     :func:`load_checkpoint` before trusting any tensor.
     """
-    _, meta_path = checkpoint_paths(stem)
-    meta = _read_meta(meta_path)
+    tensor_path, meta_path = checkpoint_paths(stem)
+    meta = _read_meta(_settled_meta_path(tensor_path, meta_path))
     if required:
         check_meta_keys(meta, required, source=meta_path)
     return meta

@@ -18,7 +18,8 @@ Rules:
   existing file, or a non-empty folder without ``run.json`` (not a run folder: a user's own files,
   a repository), is refused in every mode, so ``--overwrite`` can only ever delete a run.
 * **Nothing half-done survives.** On entry, temporary files of interrupted atomic writes
-  (``.NAME.*.tmp``) and orphan checkpoint halves (``X.safetensors`` without ``X.json`` or the reverse)
+  (``.NAME.*.tmp``), checkpoint saves killed midway (``NAME.json.pending``: published when its tensors
+  are in place, else removed) and orphan checkpoint halves (``X.safetensors`` without ``X.json`` or the reverse)
   are removed, anywhere below the folder. The manifest is removed on entry and rewritten by
   :meth:`RunFolder.complete` with the configuration, every file's size and SHA-256 and
   ``complete: true``; :func:`read_manifest` refuses a folder without a complete manifest or whose
@@ -88,11 +89,18 @@ def _payload_files(root: Path) -> list[Path]:
 
 def clean_interrupted(root: Path) -> list[Path]:
     """Remove temporaries of interrupted atomic writes and orphan checkpoint halves; return them."""
+    from .checkpoint import settle_interrupted_save
+
     removed: list[Path] = []
     for path in _payload_files(root):
         if _TMP.match(path.name):
             path.unlink(missing_ok=True)
             removed.append(path)
+    for path in _payload_files(root):
+        if path.name.endswith(".json.pending"):  # a checkpoint save killed midway: finish or undo it
+            settle_interrupted_save(path.with_name(path.name[: -len(".json.pending")]))
+            if not path.exists():
+                removed.append(path)
     for path in _payload_files(root):
         if path.suffix == ".safetensors" and not path.with_suffix(".json").exists():
             path.unlink(missing_ok=True)  # tensors whose JSON half was never written or was removed
