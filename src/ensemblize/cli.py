@@ -40,6 +40,19 @@ experiment_app = typer.Typer(help="Run one of the papers' experiments.", no_args
 app.add_typer(experiment_app, name="experiment")
 
 
+def _console_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning on the command line: its category and message, without the library's source line."""
+    return f"{category.__name__}: {message}\n"
+
+
+@app.callback()
+def _command_line() -> None:
+    """Uncertainty-aware deep learning: σN-Ens, LoMETab and SYNC, measured."""
+    import warnings
+
+    warnings.formatwarning = _console_warning  # this process is the command line
+
+
 @dataclass(frozen=True)
 class Opt:
     """One command-line option of a plain function's parameter.
@@ -538,11 +551,14 @@ def tune(
             raise typer.BadParameter(str(exc), param_hint="'--target'") from None
         if str(exc).startswith("--out "):
             raise typer.BadParameter(str(exc), param_hint="'--out'") from None
+        if str(exc).startswith("storage "):
+            raise typer.BadParameter(str(exc), param_hint="'--storage'") from None
         typer.echo(f"ensemblize tune: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(f"best {report['metric']} {report['best_value']:.4f} with {report['best_params']}")
     typer.echo(f"test: {report['test']}")
-    typer.echo(f"wrote {report['model']} and {out / 'report.md'}")
+    typer.echo(f"wrote {report['model']}.safetensors + .json and {out / 'report.md'}")
+    typer.echo(f"load it with: {report['load_with']}")
 
 
 def main() -> None:  # pragma: no cover - the console script

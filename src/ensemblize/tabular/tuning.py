@@ -340,7 +340,7 @@ def _storage(storage: Any) -> Any:
     if isinstance(storage, (str, os.PathLike)):
         text = os.fspath(storage)
         if "://" in text:
-            return text
+            return _rdb_storage(text)
         from optuna.storages import JournalStorage
         from optuna.storages.journal import JournalFileBackend
 
@@ -349,6 +349,27 @@ def _storage(storage: Any) -> Any:
     raise TypeError(
         f"storage must be None, a journal-file path, an RDB URL or an optuna storage, got {storage!r}"
     )
+
+
+def _rdb_storage(url: str) -> Any:
+    """``optuna.storages.RDBStorage(url)``; a URL that cannot be opened is one ValueError naming it
+    (SQLAlchemy's own error is a 50-frame traceback)."""
+    optuna = _optuna()
+    try:
+        return optuna.storages.RDBStorage(url)
+    except ImportError as exc:  # the database's driver (psycopg2 for postgresql://, pymysql, …)
+        raise ValueError(
+            f"storage {url!r}: the database driver is not installed ({exc}); e.g. pip install "
+            "psycopg2-binary for postgresql://"
+        ) from None
+    except Exception as exc:  # SQLAlchemy errors: no file, no server, bad credentials, …
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        hint = ""
+        if url.startswith("sqlite:///"):
+            folder = Path(url[len("sqlite:///") :]).parent
+            if not folder.is_dir():
+                hint = f" (the folder {folder} does not exist)"
+        raise ValueError(f"storage {url!r} cannot be opened: {reason}{hint}") from None
 
 
 def _default_pruner():
@@ -527,8 +548,25 @@ class TuneResult:
     trial_numbers: list[int] = field(default_factory=list)
 
     def trials_table(self):
-        """One row per trial (number, state, value, params, duration) as a pandas DataFrame."""
-        return self.study.trials_dataframe(attrs=("number", "state", "value", "params", "duration"))
+        """One row per trial as a pandas DataFrame: number, state, ``value`` (the validation ``metric``
+        of a COMPLETE trial; empty for any other state), ``last_epoch_score`` with ``epochs_reported``
+        (the last per-epoch validation score the trial reported, and how many it reported), the
+        hyper-parameters and the duration.
+
+        A PRUNED trial has no final score: Optuna stores its last per-epoch score as its value, and
+        that score is on the estimator's own training scale (a regressor's RMSE of the standardised
+        target, not target units), so it is kept apart, in ``last_epoch_score``.
+        """
+        table = self.study.trials_dataframe(attrs=("number", "state", "value", "params", "duration"))
+        if not len(table):
+            return table
+        trials = {t.number: t for t in self.study.get_trials(deepcopy=False)}
+        steps = [trials[n].intermediate_values for n in table["number"]]
+        complete = table["state"] == "COMPLETE"
+        table["value"] = table["value"].where(complete)
+        table.insert(3, "last_epoch_score", [v[max(v)] if v else math.nan for v in steps])
+        table.insert(4, "epochs_reported", [len(v) for v in steps])
+        return table
 
 
 def _check_budget(n_trials: Any, timeout: Any) -> tuple[int | None, float | None]:
@@ -720,18 +758,44 @@ def _infer_task(y, *, target: str, task: str) -> str:
                 "--task classification needs class labels"
             )
         if y.nunique() < 2:
-            raise ValueError(f"target column {target!r} has a single value {y.iloc[0]!r}; nothing to learn")
+            raise ValueError(
+                f"target column {target!r} has a single value {_plain(y.iloc[0])!r}; nothing to learn"
+            )
+        _check_class_counts(y, target=target)
         return task
     if y.nunique() < 2:
-        raise ValueError(f"target column {target!r} has a single value {y.iloc[0]!r}; nothing to learn")
+        raise ValueError(
+            f"target column {target!r} has a single value {_plain(y.iloc[0])!r}; nothing to learn"
+        )
     numeric = pd.api.types.is_numeric_dtype(y) and not pd.api.types.is_bool_dtype(y)
     if not numeric:
+        _check_class_counts(y, target=target)
         return "classification"
     values = y.to_numpy(dtype=np.float64)
     integral = bool(np.all(values == np.round(values)))
     if integral and y.nunique() <= _MAX_AUTO_CLASSES:
         return "classification"
     return "regression"
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy scalar as the Python value it holds (``1``, not ``np.int64(1)``, in messages)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _check_class_counts(y, *, target: str) -> None:
+    """Refuse class labels most of which occur once: an identifier, free text or a continuous number.
+
+    Every trial would fail alike (validation rows of classes never seen in training), each failure
+    printing Optuna's traceback, before the study gave up.
+    """
+    n, classes = len(y), int(y.nunique())
+    if classes > n / 2:
+        raise ValueError(
+            f"target column {target!r} has {classes} distinct values in {n} rows: most classes would "
+            "have a single row, so they cannot be both learnt and validated. Is it an identifier, free "
+            "text, or a number to predict (--task regression)?"
+        )
 
 
 _MAX_AUTO_CLASSES = 20
@@ -793,6 +857,7 @@ def _report_markdown(report: dict[str, Any], trials_md: str) -> str:
         f"(tuning-train {report['rows_train']}, validation {report['rows_val']}, test {report['rows_test']})",
         f"- budget: {report['budget']}; trials: {report['trial_states']}; seconds: {report['seconds']:.1f}",
         f"- validation {report['metric']} of the best trial: {report['best_value']:.6g}",
+        f"- the fitted model: `{report['load_with']}`",
         "- test: " + ", ".join(f"{k} {v:.6g}" for k, v in report["test"].items()),
         "",
         "## Best hyper-parameters",
@@ -807,12 +872,29 @@ def _report_markdown(report: dict[str, Any], trials_md: str) -> str:
 
 
 _OUTPUTS = ("model.safetensors", "model.json", "trials.csv", "report.json", "report.md")
+_FEW_ROWS = 20
+"""``tune_csv`` warns when the validation or the test split has fewer rows than this."""
+
+
+def _load_line(estimator: Any, stem: Path) -> str:
+    """The Python line that loads the saved model, e.g. ``from ensemblize.tabular import X; X.load('out/model')``."""
+    cls = type(estimator)
+    module = "ensemblize.tabular" if cls.__module__.startswith("ensemblize.tabular") else cls.__module__
+    return f"from {module} import {cls.__name__}; {cls.__name__}.load({str(stem)!r})"
 
 
 def _check_out(out: Path, *, overwrite: bool) -> None:
     """Refuse a file as ``out``, and an earlier result in it unless ``overwrite``."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is an existing file, not a folder")
+    from ensemblize.run_folder import MANIFEST
+
+    marks = [name for name in ("run.json", "results.json", MANIFEST) if (out / name).exists()]
+    if marks:  # tuning files mixed into a run break its manifest (`report` then refuses the run)
+        raise ValueError(
+            f"--out {out} is the run folder of another ensemblize command (it holds {', '.join(marks)}); "
+            "nothing in it was changed — choose another folder for the tuning result"
+        )
     found = [name for name in _OUTPUTS if (out / name).exists()]
     if found and not overwrite:
         raise ValueError(
@@ -892,6 +974,16 @@ def tune_csv(
     except ValueError as exc:
         raise ValueError(str(exc).replace("val_fraction=", "test_fraction=")) from None
     Xr, yr = X.iloc[rest], y.iloc[rest]
+    n_val = int(round(0.2 * len(rest)))  # tune's val_fraction
+    if echo is not None:
+        echo(f"rows: {len(frame)} (tuning-train {len(rest) - n_val}, validation {n_val}, test {len(test)})")
+    if min(n_val, len(test)) < _FEW_ROWS:
+        warnings.warn(
+            f"{path}: only {n_val} validation and {len(test)} test rows; scores on so few rows are noise "
+            f"(a perfect test score on {len(test)} rows says little). Tune on a larger table",
+            UserWarning,
+            stacklevel=2,
+        )
     res = tune(est, Xr, yr, n_trials=n_trials, timeout=timeout, storage=storage,
                study_name=study_name, seed=seed)  # fmt: skip
     out = Path(out)
@@ -908,6 +1000,7 @@ def tune_csv(
         "best_value": res.best_value, "best_params": res.best_params,
         "test": _test_scores(res.best_estimator, X.iloc[test], y.iloc[test], task, yr.iloc[res.train_index]),
         "seconds": time.perf_counter() - t0, "model": str(out / "model"),
+        "load_with": _load_line(res.best_estimator, out / "model"),
     }  # fmt: skip
     atomic_write_json(out / "report.json", report)
     atomic_write_text(out / "report.md", _report_markdown(report, _markdown_table(table)))
