@@ -157,6 +157,31 @@ def test_cli_run_and_evaluate_end_to_end(tmp_path):
     # the held-out-class task has 6 classes; the evaluation reuses the trained weights exactly
     trained = {r["method"]: r["metrics"]["accuracy"] for r in rows}
     assert {r["method"]: r["metrics"]["accuracy"] for r in ev} == pytest.approx(trained)
+    # without --ood, evaluate uses the run's own far-OOD sets (gaussian), so its numbers compare with the
+    # run's; it used every set of the dataset under the same column names
+    res = runner.invoke(app, ["evaluate", str(out), "--out", str(tmp_path / "again"), "-q"])
+    assert res.exit_code == 0, res.output
+    again = json.loads((tmp_path / "again" / "evaluation.json").read_text())[0]["metrics"]
+    assert "ood_gaussian_maxprob_auroc" in again and "ood_uniform_maxprob_auroc" not in again
+
+
+def test_evaluate_defaults_to_the_runs_own_ood_sets_and_names_a_run_without_checkpoints(tmp_path):
+    from ensemblize.cli import app
+    from ensemblize.evaluate_run import _recorded_far_ood, evaluate_run
+
+    assert _recorded_far_ood({"experiment": "run", "far_ood": ["gaussian"]}, "digits") == ("gaussian",)
+    assert _recorded_far_ood({"experiment": "compare", "evaluation": "tiny"}, "digits") == ("gaussian",)
+    assert _recorded_far_ood({"experiment": "compare", "evaluation": "full"}, "digits") is None
+    assert _recorded_far_ood({"experiment": "tabular-bench"}, "digits") is None
+    (tmp_path / "run.json").write_text(json.dumps({"config": {"experiment": "tabular-bench"}}))
+    with pytest.raises(
+        FileNotFoundError, match="is a 'tabular-bench' run, which saves no image-model"
+    ) as info:
+        evaluate_run(tmp_path)
+    assert "ensemblize run --out" not in str(
+        info.value
+    )  # the old advice led to --overwrite, replacing the run
+    assert CliRunner().invoke(app, ["evaluate", str(tmp_path)]).exit_code == 2
 
 
 def test_cli_rejects_bad_values(tmp_path):

@@ -430,7 +430,8 @@ def evaluate(
     ood: Optional[str] = typer.Option(  # noqa: UP045
         None,
         "--ood",
-        help="Far-OOD sets to evaluate, comma-separated (default: all of the dataset's; '' for none).",
+        help="Far-OOD sets to evaluate, comma-separated (default: the run's own, else all of the "
+        "dataset's; '' for none).",
     ),
     data_root: Optional[Path] = typer.Option(  # noqa: UP045
         None, "--data-root", help="Folder holding the extracted CIFAR archive (CIFAR runs only)."

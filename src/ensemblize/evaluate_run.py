@@ -32,6 +32,31 @@ def _benchmark(meta: dict[str, Any], data_root: str | Path | None):
     return bench, (bench.near_ood or None)
 
 
+def _experiment_of(run_dir: Path) -> str | None:
+    """The experiment a run folder's ``run.json`` names (``run``, ``tabular-bench``, …), or None."""
+    try:
+        config = json.loads((run_dir / "run.json").read_text()).get("config", {})
+    except (OSError, ValueError, AttributeError):
+        return None
+    kind = config.get("experiment") if isinstance(config, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _recorded_far_ood(config: dict[str, Any], dataset: str) -> tuple[str, ...] | None:
+    """The far-OOD sets a run was evaluated on: its ``far_ood`` (``ensemblize run``), the OOD sets of
+    its evaluation preset (the image experiments), or None (all of the dataset's)."""
+    if isinstance(config.get("far_ood"), list):
+        return tuple(str(name) for name in config["far_ood"])
+    preset = config.get("evaluation")
+    if isinstance(preset, str):
+        from .experiments.image import EVAL_PRESETS, eval_spec
+
+        if preset in EVAL_PRESETS:
+            ood = eval_spec(preset, dataset).ood
+            return None if ood is None else tuple(ood)
+    return None
+
+
 def _output(run_dir: Path, out: Path) -> Any:
     """Into the run folder: :func:`~ensemblize.experiments.jobs.amend_run` (manifest rewritten);
     elsewhere: a plain folder."""
@@ -58,7 +83,9 @@ def evaluate_run(
     Works for every dataset a run can use: digits and MNIST-1D are rebuilt from the checkpoint's
     seed, CIFAR is read from ``data_root``. ``seed``: the corruption / OOD-set seed (default: each
     checkpoint's training seed); ``ood``: comma-separated far-OOD sets of the dataset's modality
-    (default: all of them; ``""``: none); ``quiet``: no progress and no table; ``wide``: one table.
+    (default: the sets the run was evaluated on, so the numbers compare with its results; all of the
+    dataset's when the run does not record them; ``""``: none); ``quiet``: no progress and no table;
+    ``wide``: one table.
     """
     from ._checks import check_int
     from .checkpoint import checkpoint_paths
@@ -77,10 +104,13 @@ def evaluate_run(
         seed = check_int(seed, name="seed", minimum=0)
     stems = sorted(p.with_name(p.name[: -len(".json")]) for p in (run_dir / "models").glob("*.json"))
     if not stems:
+        kind = _experiment_of(run_dir)
         raise FileNotFoundError(
-            f"no checkpoints under {run_dir / 'models'}; run `ensemblize run --out {run_dir}` first"
+            f"no checkpoints under {run_dir / 'models'}"
+            + (f": {run_dir} is a {kind!r} run, which saves no image-model checkpoints" if kind else "")
+            + "; evaluate re-evaluates the models that `ensemblize run` and the image experiments save"
         )
-    read_manifest(run_dir)  # a finished run, unchanged since
+    config = read_manifest(run_dir).get("config", {})  # a finished run, unchanged since
     trained = {(r["method"], r["seed"]): r for r in load_results(run_dir)}
     records, evals = [], {}
     start = time.perf_counter()
@@ -89,8 +119,8 @@ def evaluate_run(
         meta = json.loads(checkpoint_paths(stem)[1].read_text())
         bench, extra = _benchmark(meta, data_root)
         splits = bench.splits
-        if ood is None:
-            far = None
+        if ood is None:  # the sets the run itself was evaluated on, so the numbers compare
+            far = _recorded_far_ood(config, splits.name)
         elif not ood.strip():  # --ood '': no far-OOD sets, as in `ensemblize run`
             far = ()
         else:
