@@ -262,8 +262,14 @@ def test_tune_csv_writes_the_model_and_a_report(tmp_path):
     rep = tune_csv(csv, target="label", out=tmp_path / "out", time_budget=None, n_trials=2, estimator=est)
     out = tmp_path / "out"
     assert {p.name for p in out.iterdir()} >= {
-        "model.safetensors", "model.json", "trials.csv", "report.json", "report.md"
+        "model.safetensors", "model.json", "trials.csv", "report.json", "report.md", "results.json",
+        "trials.png", "report.html",
     }  # fmt: skip
+    # results.json holds the best estimator's record, like every ensemblize command's
+    (record,) = json.loads((out / "results.json").read_text())
+    assert record["method"] == "LoMETabClassifier" and record["dataset"] == "table" and record["seed"] == 0
+    assert record["metrics"]["accuracy"] == rep["test"]["accuracy"]
+    assert record["metrics"]["val_log_loss"] == rep["best_value"] and record["members"] == TINY["members"]
     assert rep["task"] == "classification" and rep["metric"] == "log_loss"
     assert rep["rows_train"] + rep["rows_val"] + rep["rows_test"] == 200 and rep["rows_test"] == 40
     assert rep["trial_states"] == {"COMPLETE": 2}
@@ -276,6 +282,11 @@ def test_tune_csv_writes_the_model_and_a_report(tmp_path):
     _, test = _split(Xf, yf, val_fraction=0.2, seed=0, classify=True)
     assert rep["test"]["accuracy"] == pytest.approx(_score(model, Xf.iloc[test], yf.iloc[test], "accuracy"))
     assert rep["test"]["log_loss"] == pytest.approx(_score(model, Xf.iloc[test], yf.iloc[test], "log_loss"))
+    # an earlier tuning result in the folder is replaced with overwrite=True, not mistaken for a run
+    again = tune_csv(
+        csv, target="label", out=out, time_budget=None, n_trials=1, estimator=est, overwrite=True
+    )
+    assert again["trial_states"] == {"COMPLETE": 1}
 
 
 def test_tune_csv_names_a_missing_target(tmp_path):
@@ -310,7 +321,8 @@ def test_cli_tune_writes_the_model_and_the_report(tmp_path):
     )
     assert res.exit_code == 0, res.output
     assert {p.name for p in out.iterdir()} >= {
-        "model.safetensors", "model.json", "trials.csv", "report.json", "report.md"
+        "model.safetensors", "model.json", "trials.csv", "report.json", "report.md", "results.json",
+        "trials.png", "report.html",
     }  # fmt: skip
     report = json.loads((out / "report.json").read_text())
     assert report["target"] == "label" and report["budget"] == {"seconds": 120.0, "n_trials": 2}

@@ -558,7 +558,10 @@ def tune(
         raise typer.Exit(1) from None
     typer.echo(f"best {report['metric']} {report['best_value']:.4f} with {report['best_params']}")
     typer.echo(f"test: {report['test']}")
-    typer.echo(f"wrote {report['model']}.safetensors + .json and {out / 'report.md'}")
+    typer.echo(
+        f"wrote {report['model']}.safetensors + .json, and report.md, report.html, results.json, "
+        f"trials.csv, trials.png in {out}"
+    )
     typer.echo(f"load it with: {report['load_with']}")
 
 

@@ -871,7 +871,10 @@ def _report_markdown(report: dict[str, Any], trials_md: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-_OUTPUTS = ("model.safetensors", "model.json", "trials.csv", "report.json", "report.md")
+_OUTPUTS = (
+    "model.safetensors", "model.json", "trials.csv", "report.json", "report.md", "results.json",
+    "trials.png", "report.html",
+)  # fmt: skip
 _FEW_ROWS = 20
 """``tune_csv`` warns when the validation or the test split has fewer rows than this."""
 
@@ -889,7 +892,9 @@ def _check_out(out: Path, *, overwrite: bool) -> None:
         raise ValueError(f"--out {out} is an existing file, not a folder")
     from ensemblize.run_folder import MANIFEST
 
-    marks = [name for name in ("run.json", "results.json", MANIFEST) if (out / name).exists()]
+    marks = [name for name in ("run.json", MANIFEST) if (out / name).exists()]
+    if (out / "results.json").exists() and not (out / "report.json").exists():
+        marks.append("results.json")  # a run's results, not an earlier tuning result's
     if marks:  # tuning files mixed into a run break its manifest (`report` then refuses the run)
         raise ValueError(
             f"--out {out} is the run folder of another ensemblize command (it holds {', '.join(marks)}); "
@@ -926,7 +931,9 @@ def tune_csv(
     64/16/20 protocol at the defaults. Writes ``out/model.safetensors`` + ``out/model.json``
     (``estimator.save``; reload with ``LoMETabClassifier.load(out / "model")``),
     ``out/trials.csv``, ``out/report.json`` and ``out/report.md`` (best hyper-parameters, trial
-    table, validation and test scores). Returns the report dict.
+    table, validation and test scores), ``out/results.json`` (the best estimator's record, as every
+    ensemblize command writes), ``out/trials.png`` (validation score per trial) and
+    ``out/report.html``. Returns the report dict.
 
     Args:
         path: a CSV file with a header row.
@@ -1004,4 +1011,57 @@ def tune_csv(
     }  # fmt: skip
     atomic_write_json(out / "report.json", report)
     atomic_write_text(out / "report.md", _report_markdown(report, _markdown_table(table)))
+    _write_results(out, report, res, dataset=Path(path).stem, seed=seed)
+    _trials_figure(table, out / "trials.png", metric=res.metric, direction=res.direction)
+    from ensemblize.report.html import write_report
+
+    write_report(out)
     return report
+
+
+def _write_results(out: Path, report: dict[str, Any], res: TuneResult, *, dataset: str, seed: int) -> None:
+    """``out/results.json``: the best estimator's record (test scores, its validation score), as every
+    ensemblize command writes one."""
+    from ensemblize.report.results import Record, write_results
+
+    best = res.best_estimator
+    model = getattr(best, "model_", None)
+    params = sum(p.numel() for p in model.parameters()) if hasattr(model, "parameters") else 0
+    members = int(getattr(best, "members", 1) or 1) * int(getattr(best, "n_networks_", 1) or 1)
+    metrics = {k: float(v) for k, v in report["test"].items()}
+    metrics[f"val_{res.metric}"] = float(res.best_value)
+    record = Record(
+        method=type(best).__name__, dataset=dataset, seed=seed, members=members, params=int(params),
+        train_seconds=float(getattr(best, "train_seconds_", math.nan)), metrics=metrics,
+        extra={"best_params": res.best_params, "trials": report["trial_states"]},
+    )  # fmt: skip
+    write_results(out, [record])
+
+
+def _trials_figure(table, path: Path, *, metric: str, direction: str) -> None:
+    """``trials.png``: each completed trial's validation score and the best so far."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    done = table[table["state"] == "COMPLETE"] if len(table) else table
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    if len(done):
+        values = done["value"].to_numpy(dtype=float)
+        best = np.minimum.accumulate(values) if direction == "minimize" else np.maximum.accumulate(values)
+        ax.plot(done["number"], values, "o", label="completed trial", alpha=0.7)
+        ax.step(done["number"], best, where="post", label="best so far")
+        ax.legend()
+    ax.set_xlabel("trial")
+    ax.set_ylabel(f"validation {metric}")
+    ax.set_title("ensemblize tune: validation score per trial")
+    fig.tight_layout()
+    import io
+
+    from ensemblize.checkpoint import atomic_write_bytes
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
