@@ -77,7 +77,10 @@ EXECUTION_OPTIONS: dict[str, tuple[Any, Any]] = {
     "workers": (
         Optional[int],  # noqa: UP045 - typer reads the annotation at runtime
         typer.Option(
-            None, "--workers", min=0, help="Run the jobs on N local processes (--threads torch threads each)."
+            None,
+            "--workers",
+            min=0,
+            help="Run the jobs on N local processes (--threads torch threads each; 0: in this process).",
         ),
     ),
     "scheduler": (
@@ -491,13 +494,21 @@ def tune(
     table: Path = typer.Argument(..., help="A CSV file with a header row."),
     target: str = typer.Option(..., "--target", help="The target column."),
     time_budget: str = typer.Option(
-        "10m", "--time", help="Time budget (90s, 10m, 1h30m); no new trial starts after it."
+        "10m",
+        "--time",
+        help="Time budget (90s, 10m, 1h30m; a bare number is seconds); no new trial starts after it.",
     ),
     trials: Optional[int] = typer.Option(  # noqa: UP045
         None, "--trials", min=1, help="Trial budget (stops at whichever of --time / --trials comes first)."
     ),
     task: str = typer.Option("auto", "--task", help="auto, classification or regression."),
-    seed: int = typer.Option(0, "--seed", min=0, help="Split, sampler and model seed."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        min=0,
+        help="Split, sampler and model seed (with --storage the sampler's seed also mixes in the process id, so "
+        "processes sharing a study draw different trials).",
+    ),
     out: Path = typer.Option(..., "--out", help="Folder for the model, trials.csv and report.json / .md."),
     threads: int = typer.Option(1, "--threads", min=1, help="torch intra-op threads."),
     storage: Optional[str] = typer.Option(  # noqa: UP045

@@ -160,8 +160,13 @@ def bench_markdown(
         ranks = average_ranks(records, metric=metric)
         if not ranks["per_dataset"]:
             continue
+        named = (
+            "rmse / train std (RMSE in units of the training target's standard deviation)"
+            if metric == "rmse"
+            else metric
+        )
         parts += [
-            f"## Test {metric} (mean ± std over seeds)",
+            f"## Test {named} (mean ± std over seeds)",
             score_table_markdown(records, metric=metric),
             f"### Mean rank on {metric}",
             rank_table_markdown(ranks),
