@@ -247,9 +247,11 @@ def test_tune_csv_announces_the_task_and_scores_test_rows_of_unseen_classes(tmp_
     from ensemblize.tabular.tuning import tune_csv
 
     lines = []
-    rep = tune_csv(tmp_path / "t.csv", target="label", out=tmp_path / "o", time_budget=None, n_trials=1,
-                   estimator=LoMETabClassifier(**TINY), echo=lines.append)  # fmt: skip
-    assert lines == [lines[0]] and lines[0].startswith("task: classification (target has 2 distinct")
+    with pytest.warns(UserWarning, match="only 13 validation and 16 test rows"):
+        rep = tune_csv(tmp_path / "t.csv", target="label", out=tmp_path / "o", time_budget=None, n_trials=1,
+                       estimator=LoMETabClassifier(**TINY), echo=lines.append)  # fmt: skip
+    assert len(lines) == 2 and lines[0].startswith("task: classification (target has 2 distinct")
+    assert lines[1] == "rows: 80 (tuning-train 51, validation 13, test 16)"
     assert json.loads((tmp_path / "o" / "report.json").read_text())["task"] == rep["task"]
 
 
