@@ -142,3 +142,25 @@ def test_selective_net_report_scores_by_g_and_by_softmax_response():
         selective_net_report(net, x, y[:5])
     with pytest.raises(ValueError, match=r"labels has value 4 outside \[0, 4\)"):
         selective_net_report(net, x, torch.full((60,), 4))
+
+
+def test_gamblers_scores_of_member_logits_drop_the_abstain_output_not_a_member():
+    """``logits[:, :-1]`` on (N, M, K+1) dropped the last member: predictions named the abstain output
+    as a class and every score came back (N, M−1)."""
+    from ensemblize.evaluation.selective import score_model
+
+    torch.manual_seed(0)
+    z = torch.randn(6, 2, 5, dtype=torch.float64)
+    z[..., -1] += 6.0  # a large abstain logit: it must never be predicted
+
+    class Fixed(nn.Module):
+        def forward(self, x):
+            return z[x.long().flatten()]
+
+    got = score_model(Fixed(), torch.arange(6.0)[:, None], kind="gamblers")
+    cls = torch.softmax(z[..., :4], -1).mean(1)  # reference: members averaged on class probabilities
+    p_abstain = torch.softmax(z, -1)[..., -1]
+    np.testing.assert_array_equal(got.pred, cls.argmax(-1).numpy())
+    np.testing.assert_allclose(got.sr, cls.amax(-1).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(got.own, (1 - p_abstain).mean(1).numpy(), rtol=1e-12)
+    assert got.pred.shape == got.sr.shape == got.own.shape == (6,) and got.pred.max() < 4

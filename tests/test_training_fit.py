@@ -565,3 +565,35 @@ def test_a_regulariser_closing_over_a_trained_layer_keeps_its_identity_while_the
     with torch.no_grad():
         head.bias.add_(1.0)  # training moves the parameter; the regulariser is the same
     assert callable_identity(reg) == before
+
+
+class _NaNOnce(torch.nn.Module):
+    """A regressor whose evaluation output is NaN in the first epoch's validation only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(5, 1)
+        self.evals = 0
+
+    def forward(self, x):
+        z = self.lin(x)
+        if not self.training:
+            self.evals += 1
+            if self.evals == 2:  # call 1 is fit's probe, call 2 the first epoch's validation
+                z = z * float("nan")
+        return z.squeeze(-1)
+
+
+def test_a_nan_validation_epoch_is_the_worst_not_the_best_for_ever():
+    """NaN compares False with everything: a NaN first epoch stayed best, early stopping stopped a run
+    that was improving (0.71 → 0.59) and restored the NaN epoch's weights."""
+    torch.manual_seed(0)
+    X, Xv = torch.randn(64, 5), torch.randn(40, 5)
+    torch.manual_seed(1)
+    model = _NaNOnce()
+    with pytest.warns(RuntimeWarning, match="epoch 1: the monitored val_rmse is nan; it counts as the worst"):
+        res = fit(model, (X, X[:, 0] * 2), (Xv, Xv[:, 0] * 2), epochs=8, lr=0.2, early_stopping_patience=3,
+                  progress=False, task="regression", batch_size=16)  # fmt: skip
+    rmse = [h["val_rmse"] for h in res.history]
+    assert math.isnan(rmse[0]) and res.best_epoch == 1 + int(np.nanargmin(rmse))
+    assert res.best_epoch > 1

@@ -209,7 +209,8 @@ def score_model(model: nn.Module, x: Tensor, *, kind: str, batch_size: int = 512
 
     ``kind``: ``"plain"`` (logits ``(B, C)`` or member logits ``(B, M, C)``, scored on ``p̄``),
     ``"selective"`` (a :class:`~ensemblize.selective.SelectiveNet`, see :func:`predict_selective`)
-    or ``"gamblers"`` (logits ``(B, K+1)``, last = abstain).
+    or ``"gamblers"`` (logits ``(B, K+1)``, last = abstain, or member logits ``(B, M, K+1)``: the
+    class probabilities over the first ``K`` outputs and ``1 − p_abstain`` averaged over members).
     """
     from ..metrics.confidence import deep_gamblers_confidence
     from ..training import logits_of, predict, predict_outputs
@@ -224,8 +225,16 @@ def score_model(model: nn.Module, x: Tensor, *, kind: str, batch_size: int = 512
         pbar = predict(model, x, batch_size=batch_size).mean(1)
         return Scores(pred=pbar.argmax(-1).numpy(), own=None, sr=pbar.amax(-1).double().numpy())
     logits = predict_outputs(model, x, transform=logits_of, batch_size=batch_size)
-    cls = logits[:, :-1].softmax(-1)
+    if logits.dim() not in (2, 3):
+        raise ValueError(
+            f"kind='gamblers' needs logits (N, K+1) or member logits (N, M, K+1), got {tuple(logits.shape)}"
+        )
+    # the class softmax over the first K outputs (never the abstain one), members averaged on
+    # probabilities; the own score 1 − p_abstain likewise averaged over members
+    cls = logits[..., :-1].softmax(-1)
     own = deep_gamblers_confidence(logits)
+    if logits.dim() == 3:
+        cls, own = cls.mean(1), own.mean(1)
     return Scores(pred=cls.argmax(-1).numpy(), own=own.double().numpy(), sr=cls.amax(-1).double().numpy())
 
 

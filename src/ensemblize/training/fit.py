@@ -366,6 +366,13 @@ def _epoch(run: Run, st: R.LoopState, o: dict) -> dict[str, Any]:
 
 def _track_best(run: Run, st: R.LoopState, record: dict[str, Any]) -> None:
     key = monitor_key(record, run.monitor)
+    if math.inf in key and run.ctx.is_main:
+        warnings.warn(
+            f"epoch {st.epoch + 1}: the monitored {run.monitor} is {record.get(run.monitor)!r}; it counts as "
+            "the worst epoch for early stopping and best-epoch selection",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     if st.best_key is None or key < st.best_key:
         st.best_key, st.best_epoch, st.since_best = key, st.epoch + 1, 0
         if run.patience is not None:

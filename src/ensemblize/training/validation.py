@@ -37,10 +37,17 @@ MONITORS = ("val_nll", "val_accuracy", "val_rmse", "val_loss")
 
 
 def monitor_key(record: Mapping[str, Any], monitor: str) -> list[float]:
-    """The value to minimise for ``monitor`` (``[-accuracy, nll]`` for ``"val_accuracy"``)."""
-    if monitor == "val_accuracy":
-        return [-float(record["val_accuracy"]), float(record["val_nll"])]
-    return [float(record[monitor])]
+    """The value to minimise for ``monitor`` (``[-accuracy, nll]`` for ``"val_accuracy"``).
+
+    A NaN is mapped to ``+inf``, the worst value: every comparison with NaN is False, so a NaN first
+    epoch would stay "best" for ever and early stopping would restore its weights.
+    """
+    values = (
+        [-float(record["val_accuracy"]), float(record["val_nll"])]
+        if monitor == "val_accuracy"
+        else [float(record[monitor])]
+    )
+    return [math.inf if math.isnan(v) else v for v in values]
 
 
 def check_scalar(value: object, *, name: str) -> Tensor:
