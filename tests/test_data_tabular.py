@@ -605,3 +605,21 @@ def test_load_table_categorical_override_reaches_an_estimator_fitted_on_x():
     est = LoMETabClassifier(members=2, n_blocks=1, d_block=8, max_epochs=1, n_networks=1, random_state=0)
     est.fit(ds.X, ds.y)
     assert est.preprocessor_.categorical_ == ["race"]
+
+
+def test_float_categories_keep_their_one_hot_when_the_column_narrows_to_float32():
+    """float32(0.1) widened to float64 is 0.10000000149011612, a category never fitted: every row got an
+    all-zero block, silently."""
+    from ensemblize.data.table_preprocessing import TabularPreprocessor
+
+    X = pd.DataFrame({"grade": [0.1, 0.2, 0.3, np.nan] * 6, "x": np.arange(24.0)})
+    prep = TabularPreprocessor(task="regression").fit(X, np.arange(24.0), categorical=["grade"])
+    expected = prep.transform(X)
+    for dtype in (np.float32, "Float32", np.float16):
+        narrowed = X.astype({"grade": dtype})
+        np.testing.assert_array_equal(prep.transform(narrowed), expected, err_msg=str(dtype))
+    # and fitted on float32, a float64 column of the same decimals reads the same
+    prep32 = TabularPreprocessor(task="regression").fit(X.astype({"grade": np.float32}), np.arange(24.0),
+                                                        categorical=["grade"])  # fmt: skip
+    assert prep32.categories_ == prep.categories_
+    np.testing.assert_array_equal(prep32.transform(X), prep.transform(X))

@@ -138,7 +138,9 @@ def category_kind(col: pd.Series) -> str:
 def _format_number(v: Real) -> str:
     if isinstance(v, Integral):
         return str(int(v))
-    f = float(v)
+    # a float32 / float16 value as the decimal it was written as (float32(0.1) is 0.1, not
+    # 0.10000000149011612), so a category keeps its string when the column's precision drifts
+    f = float(str(v)) if isinstance(v, np.floating) and v.dtype.itemsize < 8 else float(v)
     if math.isfinite(f) and f.is_integer() and abs(f) < 2**63:
         return str(int(f))
     return repr(f)
@@ -174,6 +176,12 @@ def category_values(col: pd.Series, kind: str) -> tuple[np.ndarray, np.ndarray]:
     values are canonicalised once each (``pd.factorize``), so the cost is one pass over the rows.
     """
     check_choice(kind, tuple(CATEGORY_KINDS), name="kind")
+    dtype = getattr(col.dtype, "numpy_dtype", col.dtype)  # a nullable Float32 -> float32
+    if isinstance(dtype, np.dtype) and np.issubdtype(dtype, np.floating) and dtype.itemsize < 8:
+        # float32 / float16 values as the decimals they were written as: float32(0.1) widened to
+        # float64 is 0.10000000149011612, which matched no category fitted on float64 0.1
+        exact = col.to_numpy(dtype=dtype, na_value=np.nan).astype(str).astype(np.float64)
+        col = pd.Series(exact, index=col.index, name=col.name)
     raw = col.to_numpy(dtype=object)
     missing = pd.isna(raw)
     if missing.ndim != 1:  # pragma: no cover - a Series is 1-D
