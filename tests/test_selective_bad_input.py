@@ -211,3 +211,16 @@ def test_a_scalar_coverage_names_the_argument():
         TypeError, match=r"coverages must be a sequence of target coverages such as \(0.8,\), got 0.8"
     ):
         selective_report(conf, (conf < 0.3).astype(float), coverages=0.8)
+
+
+def test_fit_of_a_selectivenet_without_its_loss_is_refused():
+    """The default cross-entropy reads only the prediction head's logits: the selection and auxiliary
+    heads stayed at their initial weights and 'w/o SR' ranked by noise, silently."""
+    from ensemblize.training import fit
+
+    torch.manual_seed(0)
+    net = SelectiveNet(nn.Sequential(nn.Linear(5, 8), nn.ReLU()), 8, 3, hidden=4)
+    data = (torch.randn(32, 5), torch.randint(0, 3, (32,)))
+    with pytest.raises(ValueError, match=r"returns a SelectiveOutput.*loss_fn=SelectiveNetLoss"):
+        fit(net, data, epochs=1, progress=False)
+    fit(net, data, epochs=1, progress=False, loss_fn=SelectiveNetLoss(0.8))  # with its loss: trains

@@ -181,8 +181,11 @@ def fit(
     Validation and early stopping (need ``val``): the ENSEMBLE is scored
     (:mod:`ensemblize.training.validation`); ``monitor`` is ``"val_nll"`` (classification default),
     ``"val_accuracy"`` (ties broken by NLL), ``"val_rmse"`` (regression default) or ``"val_loss"``
-    (default with a custom ``loss_fn``). ``val_metrics`` adds ``name -> fn(member_outputs, targets)``
-    fields computed on the whole split. With ``early_stopping_patience`` training stops after that
+    (default with a custom ``loss_fn``). ``val_loss`` is the row-weighted mean of ``loss_fn`` over
+    validation batches of ``max(batch_size, 256)`` rows — the loss on the whole split only for losses
+    that are means over rows; a loss with split-level terms (SelectiveNet's coverage-normalised risk and
+    coverage penalty) gets them per batch. ``val_metrics`` adds ``name -> fn(member_outputs, targets)``
+    fields computed on the whole split (use one for a split-level criterion). With ``early_stopping_patience`` training stops after that
     many epochs without improvement and the best epoch's weights are restored; without it the final
     weights are kept (``best_epoch`` is still reported).
 

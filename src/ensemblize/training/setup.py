@@ -124,6 +124,15 @@ def _task_setup(o: dict, module: nn.Module, train: Source, val: Source | None, d
     """Probe the model; resolve the loss, label checks, the member count and whether validation classifies."""
     task, loss_fn = o["task"], o["loss_fn"]
     out, y = _probe(module, train, device)
+    from ..selective.net import SelectiveOutput
+
+    if loss_fn is None and isinstance(out, SelectiveOutput):
+        # the default loss reads only its logits: g and the auxiliary head would never be trained
+        raise ValueError(
+            "the model returns a SelectiveOutput (a SelectiveNet): pass loss_fn=SelectiveNetLoss(...), "
+            "SyncLoss(...) (ensemblize.selective); the default cross-entropy would train the prediction "
+            "head only and leave the selection and auxiliary heads at their initial weights"
+        )
     reduction = member_loss_reduction(module)
     loss = loss_fn if loss_fn is not None else _default_loss(task, reduction)
     num_classes, classify_val = None, False
