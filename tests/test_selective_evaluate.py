@@ -104,9 +104,10 @@ def test_predict_selective_is_eval_mode_and_restores_training():
     net.eval()
     with torch.no_grad():
         out = net(x)
-    torch.testing.assert_close(pred.probs, out.logits.softmax(-1))
-    torch.testing.assert_close(pred.selection, out.selection)
-    torch.testing.assert_close(pred.aux_probs, out.aux_logits.softmax(-1))
+    # float64 softmax of the logits (float32's max p saturates at 1.0 and ties rows)
+    torch.testing.assert_close(pred.probs, out.logits.double().softmax(-1))
+    torch.testing.assert_close(pred.selection, out.selection.double())
+    torch.testing.assert_close(pred.aux_probs, out.aux_logits.double().softmax(-1))
 
 
 def test_predict_selective_averages_members_on_probabilities():
@@ -115,8 +116,8 @@ def test_predict_selective_averages_members_on_probabilities():
     pred = predict_selective(net, x)
     with torch.no_grad():
         out = net(x)
-    torch.testing.assert_close(pred.probs, out.logits.softmax(-1).mean(1))
-    torch.testing.assert_close(pred.selection, out.selection.mean(1))
+    torch.testing.assert_close(pred.probs, out.logits.double().softmax(-1).mean(1))
+    torch.testing.assert_close(pred.selection, out.selection.double().mean(1))
 
 
 def test_selective_net_report_scores_by_g_and_by_softmax_response():
@@ -164,3 +165,27 @@ def test_gamblers_scores_of_member_logits_drop_the_abstain_output_not_a_member()
     np.testing.assert_allclose(got.sr, cls.amax(-1).numpy(), rtol=1e-12)
     np.testing.assert_allclose(got.own, (1 - p_abstain).mean(1).numpy(), rtol=1e-12)
     assert got.pred.shape == got.sr.shape == got.own.shape == (6,) and got.pred.max() < 4
+
+
+def test_softmax_response_does_not_saturate_in_float32():
+    """float32's max p is exactly 1.0 once the margin passes ~17: such rows tied, and a threshold for 10 %
+    coverage accepted every one of them."""
+    from ensemblize.selective.thresholds import threshold_for_coverage
+
+    net = _trained_like_net().eval()
+    x = torch.randn(10, 3)
+    with torch.no_grad():
+        out = net(x)
+    margins = torch.arange(20.0, 30.0)  # every row far past float32's saturation, all distinct
+
+    class Confident(nn.Module):
+        def forward(self, inp):
+            o = net(inp)
+            logits = torch.zeros_like(o.logits)
+            logits[:, 0] = margins[: len(inp)]
+            return type(o)(logits, o.selection, o.aux_logits)
+
+    sr = predict_selective(Confident(), x).probs.amax(-1)
+    assert len(torch.unique(sr)) == 10 and sr.dtype == torch.float64
+    assert out.logits.dtype == torch.float32
+    assert threshold_for_coverage(sr.numpy(), 0.1) == sr.max().item()

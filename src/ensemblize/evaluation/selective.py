@@ -154,15 +154,17 @@ class SelectivePredictions(NamedTuple):
 
 
 def _selective_heads(out: object) -> tuple[Tensor, Tensor, Tensor]:
-    """``(p̄, ḡ, q̄)`` of one batch of SelectiveNet output (member axes averaged on probabilities)."""
+    """``(p̄, ḡ, q̄)`` of one batch of SelectiveNet output (member axes averaged on probabilities), float64."""
     from ..selective.net import SelectiveOutput
 
     if not isinstance(out, SelectiveOutput):
         raise TypeError(f"model must return a SelectiveOutput, got {type(out).__name__}")
-    p, g, q = out.logits.softmax(-1), out.selection, out.aux_logits.softmax(-1)
+    # softmax in float64: in float32 max p is exactly 1.0 once the logit margin passes ~17, and such rows
+    # tie, so a threshold for 10 % coverage could accept them all
+    p, g, q = out.logits.double().softmax(-1), out.selection.double(), out.aux_logits.double().softmax(-1)
     if p.dim() == 3:
         p, g, q = p.mean(1), g.mean(1), q.mean(1)
-    return p.float(), g.float(), q.float()
+    return p, g, q
 
 
 def predict_selective(model: nn.Module, x: Tensor, *, batch_size: int = 512) -> SelectivePredictions:
