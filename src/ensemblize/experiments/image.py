@@ -556,7 +556,9 @@ def tau_sweep(
     out: str | Path = "runs/image-tau-sweep",
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
-    """σN-Ens over τ (``taus``) at fixed λ: frontiers, diversity and owners per feature per layer."""
+    """σN-Ens over a grid of τ at fixed λ: frontiers, diversity and owners per feature per layer.
+
+    The grid is ``taus`` (``--taus``), λ is ``lam`` (``--lam``)."""
     return _sweep("tau-sweep", locals(), param="tau", symbol="τ", grid="taus", fixed="lam")
 
 
@@ -579,7 +581,9 @@ def lambda_sweep(
     out: str | Path = "runs/image-lambda",
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
-    """σN-Ens over λ (``lams``) at fixed τ: final metrics, diversity and owners per feature."""
+    """σN-Ens over a grid of λ at fixed τ: final metrics, diversity and owners per feature.
+
+    The grid is ``lams`` (``--lams``), τ is ``tau`` (``--tau``)."""
     return _sweep(
         "lambda", locals(), param="lam", symbol="λ", grid="lams", fixed="tau", figures=_metrics_vs_lambda
     )
@@ -598,7 +602,9 @@ def members_sweep(
     out: str | Path = "runs/image-members",
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
-    """σN-Ens and Packed-Ensembles (fixed α, γ = 1, fixed backbone width) for every M in ``sizes``."""
+    """σN-Ens and Packed-Ensembles (fixed α, γ = 1, fixed backbone width) for every member count M.
+
+    The member counts are ``sizes`` (``--sizes``)."""
     c = _common(locals())
     ms = c["settings"]["sizes"] = O.ints(sizes, option="--sizes", minimum=2, maximum=MAX_MEMBERS)
     kw = c["model_kwargs"]
@@ -637,9 +643,11 @@ def finetune(
     out: str | Path = "runs/image-finetune",
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
-    """Convert a trained single model with ez.sigma_ensemble, fine-tune briefly with the regulariser
-    (``finetune_epochs`` at peak learning rate ``finetune_lr``, cosine), compare with the single model,
-    σN-Ens from scratch and the deep ensemble. ``heldout`` (digits): train on 0–5, 6–9 are near-OOD."""
+    """Convert a trained single model with ez.sigma_ensemble, fine-tune it briefly with the regulariser,
+    and compare with the single model, σN-Ens from scratch and the deep ensemble.
+
+    The fine-tune runs ``finetune_epochs`` (``--finetune-epochs``) at peak learning rate ``finetune_lr``
+    (``--finetune-lr``), cosine. ``heldout`` (``--heldout``, digits): train on 0–5, 6–9 are near-OOD."""
     c = _common(locals())  # first: the arguments only
     kw = c["model_kwargs"]
     sigma = functools.partial(

@@ -442,11 +442,14 @@ def selective(
     quick: bool = False,
     execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
-    """SYNC vs SelectiveNet vs Deep Gamblers vs softmax response (risk–coverage, AURC, validation
-    thresholds); see the module docstring. Writes ``results.json``, ``results.md`` and
-    ``risk_coverage.png`` into ``out``; returns the records. ``quick``: 1 epoch, 256 training samples.
-    ``train_size``: a seeded, *stratified* subset of the training split (as in the image experiments);
-    ``max_train``: a seeded *random* subset (kept for the runs in docs/results); not both."""
+    """SYNC vs SelectiveNet vs Deep Gamblers vs softmax response at every coverage: risk–coverage
+    curves, AURC / AUGRC, and thresholds chosen on validation for each target coverage.
+
+    See the module docstring. Writes ``results.json``, ``results.md`` and ``risk_coverage.png`` into
+    ``out``; returns the records. ``quick`` (``--quick``): 1 epoch, 256 training samples.
+    ``train_size`` (``--train-size``): a seeded, *stratified* subset of the training split (as in the
+    image experiments); ``max_train`` (``--max-train``): a seeded *random* subset (kept for the runs in
+    docs/results); not both."""
     settings = _check(dict(locals()))
     ex = execution or Execution()
     with experiment_folder(out, experiment="selective", settings=settings, execution=ex) as folder:
