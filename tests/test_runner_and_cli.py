@@ -159,7 +159,9 @@ def test_cli_run_and_evaluate_end_to_end(tmp_path):
     assert {r["method"]: r["metrics"]["accuracy"] for r in ev} == pytest.approx(trained)
     # without --ood, evaluate uses the run's own far-OOD sets (gaussian), so its numbers compare with the
     # run's; it used every set of the dataset under the same column names
-    res = runner.invoke(app, ["evaluate", str(out), "--out", str(tmp_path / "again"), "-q"])
+    with pytest.warns(UserWarning, match="--data-root .* was not used: the run's datasets \\(digits\\)"):
+        res = runner.invoke(app, ["evaluate", str(out), "--out", str(tmp_path / "again"), "-q", "--data-root",
+                                  str(tmp_path)])  # fmt: skip
     assert res.exit_code == 0, res.output
     again = json.loads((tmp_path / "again" / "evaluation.json").read_text())[0]["metrics"]
     assert "ood_gaussian_maxprob_auroc" in again and "ood_uniform_maxprob_auroc" not in again

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,14 @@ def evaluate_run(
         evals.setdefault(spec.name, []).append(ev)
         bar.update({"accuracy": ev.metrics["accuracy"], "ece": ev.metrics["ece"]})
     bar.close()
+    datasets = sorted({r["dataset"] for r in records})
+    if data_root is not None and not any(d.startswith("cifar") for d in datasets):
+        warnings.warn(
+            f"--data-root {data_root} was not used: the run's datasets ({', '.join(datasets)}) are built "
+            "in, not read from disk",
+            UserWarning,
+            stacklevel=2,
+        )
     targets = [out / "evaluation.json"]
     existed = {p for p in out.glob("*") if p.is_file()} if out.is_dir() else set()
     with _output(run_dir, out):
