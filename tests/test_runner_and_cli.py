@@ -362,3 +362,12 @@ def test_too_many_members_is_refused_before_any_training(tmp_path, args):
     res = CliRunner().invoke(app, [*args, "--out", str(out)])
     assert res.exit_code == 2 and "at most 4096" in res.output and "Traceback" not in res.output
     assert not out.exists()
+
+
+def test_the_tables_and_methods_named_in_the_help_exist():
+    from ensemblize.cli import _TABLE_EXAMPLES, _TABULAR_METHODS
+    from ensemblize.data.tables import BENCHMARK_TABLES
+    from ensemblize.experiments.tabular_methods import METHODS
+
+    assert set(_TABLE_EXAMPLES) <= set(BENCHMARK_TABLES)
+    assert tuple(_TABULAR_METHODS) == tuple(METHODS)

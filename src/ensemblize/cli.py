@@ -154,7 +154,13 @@ _TABLE = {
 }
 _OUT = Opt("Run folder for results.json, tables and figures.", cli_type=Path)
 _MODEL_SEEDS = Opt("Comma-separated model seeds.", items=int)
-_TABLE_NAME = Opt("A table name of the registry.")
+#: Registry tables and tabular methods named in the help (a test keeps them valid; a misspelt name is
+#: answered with the full list).
+_TABLE_EXAMPLES = ("concrete", "ames", "wage", "credit", "churn", "diamonds")
+_TABULAR_METHODS = ("lometab", "tabm", "batchensemble", "additive", "mlp", "sigma", "xgboost", "catboost")
+_TABLE_NAME = Opt(
+    f"A table of the registry, e.g. {', '.join(_TABLE_EXAMPLES)} (a misspelt name lists them all)."
+)
 
 #: Command -> ``(target "module:function", options)``; ``run`` is top level, the rest are experiments.
 COMMANDS: dict[str, tuple[str, dict[str, Opt]]] = {
@@ -263,8 +269,12 @@ COMMANDS: dict[str, tuple[str, dict[str, Opt]]] = {
     "tabular-bench": (
         "ensemblize.experiments.tabular:tabular_bench",
         {
-            "datasets": Opt("Comma-separated table names (empty: the budget preset's tables).", items=str),
-            "methods": Opt("Comma-separated methods (lometab, tabm, xgboost, catboost, ...).", items=str),
+            "datasets": Opt(
+                f"Comma-separated registry tables, e.g. {','.join(_TABLE_EXAMPLES[:4])} (empty: the --budget "
+                "preset's tables; a misspelt name lists them all).",
+                items=str,
+            ),
+            "methods": Opt(f"Comma-separated methods: {', '.join(_TABULAR_METHODS)}.", items=str),
             "seeds": _MODEL_SEEDS,
             **_TABLE,
             "out": _OUT,
