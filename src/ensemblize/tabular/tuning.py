@@ -1039,14 +1039,13 @@ def _write_results(out: Path, report: dict[str, Any], res: TuneResult, *, datase
 
 
 def _trials_figure(table, path: Path, *, metric: str, direction: str) -> None:
-    """``trials.png``: each completed trial's validation score and the best so far."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """``trials.png``: each completed trial's validation score and the best so far (the shared figure
+    style; pyplot and the user's backend are left alone)."""
+    from ensemblize.report.style import new_figure, save_figure
 
     done = table[table["state"] == "COMPLETE"] if len(table) else table
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, axes = new_figure(width=6, height=3.5)
+    ax = axes[0][0]
     if len(done):
         values = done["value"].to_numpy(dtype=float)
         best = np.minimum.accumulate(values) if direction == "minimize" else np.maximum.accumulate(values)
@@ -1056,12 +1055,4 @@ def _trials_figure(table, path: Path, *, metric: str, direction: str) -> None:
     ax.set_xlabel("trial")
     ax.set_ylabel(f"validation {metric}")
     ax.set_title("ensemblize tune: validation score per trial")
-    fig.tight_layout()
-    import io
-
-    from ensemblize.checkpoint import atomic_write_bytes
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    save_figure(fig, path)
