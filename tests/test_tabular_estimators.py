@@ -34,6 +34,8 @@ def test_defaults_clone_and_params_round_trip():
     assert p["monitor"] == "accuracy" and p["n_networks"] == 3
     # dropout per task, chosen on 3-seed validation: TabM's 0.1 for classification, 0 for regression
     assert p["dropout"] == 0.1 and LoMETabRegressor().get_params()["dropout"] == 0.0
+    # the regressor's epoch cap is official TabM's 200 (the classifier's 80 stopped improving fits)
+    assert LoMETabRegressor().get_params()["max_epochs"] == 200
     est.set_params(rank=4, layer="batchensemble", init_scale=0.3)
     c = clone(est)
     assert c is not est and c.get_params() == est.get_params()
