@@ -42,7 +42,10 @@ def search_tables(text: str) -> list[str]:
 
 def _columns(rows: list[list[str]], header: list[str]) -> list[str]:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
 
 
 def catalog_text(*, search: str | None = None) -> str:
