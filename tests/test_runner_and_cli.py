@@ -150,6 +150,7 @@ def test_cli_run_and_evaluate_end_to_end(tmp_path):
     assert "evaluation.json" in read_manifest(out)["files"]  # rewritten, still verified
     ev = json.loads((out / "evaluation.json").read_text())
     assert len(ev) == 3 and "ood_heldout_maxprob_auroc" in ev[0]["metrics"] and "corr_ece" in ev[0]["metrics"]
+    assert [r["method"] for r in ev] == ["single", "deep_ensemble", "sigma_ens"]  # the run's order, not a-z
     for r in ev:  # the headline is far-OOD only (uniform here); the held-out classes are near-OOD, apart
         m = r["metrics"]
         assert m["ood_maxprob_auroc"] == m["ood_uniform_maxprob_auroc"]

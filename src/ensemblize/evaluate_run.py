@@ -149,6 +149,11 @@ def evaluate_run(
         evals.setdefault(spec.name, []).append(ev)
         bar.update({"accuracy": ev.metrics["accuracy"], "ece": ev.metrics["ece"]})
     bar.close()
+    # the run's own order (its results.json: e.g. single, deep ensemble, σN-Ens), not the files' names
+    order = {key: i for i, key in enumerate(trained)}
+    records.sort(key=lambda r: (order.get((r["method"], r["seed"]), len(order)), r["method"], r["seed"]))
+    methods = list(dict.fromkeys(r["method"] for r in records))
+    evals = {m: evals[m] for m in methods}
     datasets = sorted({r["dataset"] for r in records})
     if data_root is not None and not any(d.startswith("cifar") for d in datasets):
         warnings.warn(
