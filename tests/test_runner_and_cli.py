@@ -144,6 +144,9 @@ def test_cli_run_and_evaluate_end_to_end(tmp_path):
     from ensemblize.run_folder import read_manifest
 
     assert "evaluation.json" in read_manifest(out)["files"]  # the manifest was rewritten, still verified
+    assert f"{out / 'report.html'} (replaced)" in res.output  # evaluate rewrites the run's report
+    assert "Re-evaluation (ensemblize evaluate)" in (out / "report.html").read_text()
+    assert "Summary</h2>" in (out / "report.html").read_text()  # the run's own summary stays
     res = runner.invoke(app, ["report", str(out)])
     assert res.exit_code == 0 and f"wrote {out / 'report.html'}" in res.output
     assert "status: complete (manifest.json written with this report)" in (out / "report.html").read_text()
@@ -166,6 +169,12 @@ def test_cli_run_and_evaluate_end_to_end(tmp_path):
     assert res.exit_code == 0, res.output
     again = json.loads((tmp_path / "again" / "evaluation.json").read_text())[0]["metrics"]
     assert "ood_gaussian_maxprob_auroc" in again and "ood_uniform_maxprob_auroc" not in again
+    # the evaluation folder gets its own report, and `ensemblize report` renders it again
+    page = (tmp_path / "again" / "report.html").read_text()
+    assert "ensemblize evaluate — again" in page and "Re-evaluation (ensemblize evaluate)" in page
+    assert "an evaluation folder" in page and "No results.json" not in page
+    res = runner.invoke(app, ["report", str(tmp_path / "again")])
+    assert res.exit_code == 0 and "Re-evaluation" in (tmp_path / "again" / "report.html").read_text()
 
 
 def test_evaluate_defaults_to_the_runs_own_ood_sets_and_names_a_run_without_checkpoints(tmp_path):

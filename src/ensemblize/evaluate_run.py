@@ -79,7 +79,7 @@ def evaluate_run(
     quiet: bool = False,
     wide: bool = False,
 ) -> list[dict]:
-    """Evaluate every ``models/*.json`` checkpoint under ``run_dir``; write ``evaluation.json`` + figures.
+    """Evaluate every ``models/*.json`` checkpoint under ``run_dir``; write ``evaluation.json``, figures, ``report.html``.
 
     Works for every dataset a run can use: digits and MNIST-1D are rebuilt from the checkpoint's
     seed, CIFAR is read from ``data_root``. ``seed``: the corruption / OOD-set seed (default: each
@@ -94,6 +94,7 @@ def evaluate_run(
     from .evaluation import HEADLINE_METRICS, EvalSpec, evaluate_classifier
     from .models.ensembles import count_parameters
     from .report.figures import evaluation_figures
+    from .report.html import write_report
     from .report.results import Record, console_tables, load_results, write_results
     from .run_folder import read_manifest
     from .runner import load_method
@@ -167,6 +168,7 @@ def evaluate_run(
     with _output(run_dir, out):
         write_results(out, records, name="evaluation.json")
         targets += evaluation_figures(evals, out)
+        targets.append(write_report(out, finishing=out.resolve() == run_dir.resolve()))
     if not quiet:
         present = [m for m in HEADLINE_METRICS if m in records[0]["metrics"]]
         print(console_tables(records, metrics=present, by=("dataset", "method"), wide=wide))

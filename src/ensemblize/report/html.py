@@ -11,6 +11,8 @@ script (a few lines) are inline, and no external resource is referenced. Section
 3. **Summary** — ``results.json`` grouped by dataset and method (and setting / target / scoring when
    present): number of seeds, the headline metrics as mean ± std over seeds, parameters, train
    seconds. Sortable: click a column header.
+   **Re-evaluation** — the same summary of ``evaluation.json`` when ``ensemblize evaluate`` wrote one
+   (a folder holding only an evaluation, ``evaluate --out DIR``, gets this section instead).
 4. **Figures** — every PNG in the folder, with a caption saying what it shows.
 5. **Tables written by the run** — every ``*.md`` file (pipe tables become sortable tables).
 6. **Every record** — one row per (method, dataset, seed, …) with every metric (collapsed).
@@ -122,10 +124,10 @@ def _config(run_dir: Path) -> dict[str, Any]:
     return {**inner, **{k: v for k, v in cfg.items() if k != "config"}} if isinstance(inner, dict) else cfg
 
 
-def _records(run_dir: Path) -> list[dict[str, Any]]:
+def _records(run_dir: Path, name: str = "results.json") -> list[dict[str, Any]]:
     from .results import load_results
 
-    return load_results(run_dir) if (run_dir / "results.json").is_file() else []
+    return load_results(run_dir / name) if (run_dir / name).is_file() else []
 
 
 # --- HTML pieces -------------------------------------------------------------------------------------
@@ -161,11 +163,18 @@ def _summary_metrics(records: Sequence[Mapping[str, Any]]) -> list[str]:
     return chosen or present[:_MAX_FALLBACK_METRICS]
 
 
-def _summary_section(records: Sequence[Mapping[str, Any]]) -> str:
+def _summary_section(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    title: str = "Summary",
+    anchor: str = "summary",
+    source: str = "results.json",
+    note: str = "",
+) -> str:
     from .results import failed_note, summarize
 
     if not records:
-        return "<h2>Summary</h2><p>No results.json in this folder.</p>"
+        return f"<h2>{_e(title)}</h2><p>No {_e(source)} in this folder.</p>"
     by = [k for k in _GROUP_KEYS if any(k in r for r in records)]
     metrics = _summary_metrics(records)
     rows = []
@@ -182,9 +191,24 @@ def _summary_section(records: Sequence[Mapping[str, Any]]) -> str:
         rows.append(row)
     headers = [*by, "seeds", *metrics, "params", "train seconds"]
     note = (
-        "Mean ± std over seeds (std with ddof = 1), as in the console tables. Click a column header to sort."
+        note
+        + "Mean ± std over seeds (std with ddof = 1), as in the console tables. Click a column header to sort."
     )
-    return f'<h2 id="summary">Summary</h2><p class="meta">{note}</p>' + _table(headers, rows, cls="summary")
+    return f'<h2 id="{anchor}">{_e(title)}</h2><p class="meta">{_e(note)}</p>' + _table(
+        headers, rows, cls="summary"
+    )
+
+
+def _evaluation_section(records: Sequence[Mapping[str, Any]]) -> str:
+    if not records:
+        return ""
+    return _summary_section(
+        records,
+        title="Re-evaluation (ensemblize evaluate)",
+        anchor="evaluation",
+        source="evaluation.json",
+        note="The saved checkpoints evaluated again by `ensemblize evaluate` (evaluation.json). ",
+    )
 
 
 def _records_section(records: Sequence[Mapping[str, Any]]) -> str:
@@ -378,16 +402,26 @@ def render_report(run_dir: str | Path, *, finishing: bool = False) -> str:
     config = {k: v for k, v in _config(run_dir).items() if k not in ("environment", "claims")}
     full = _config(run_dir)
     records = _records(run_dir)
-    if not records and not config:
-        raise ValueError(f"{run_dir} holds neither results.json nor run.json: not a run folder")
+    evaluation = _records(run_dir, "evaluation.json")
+    if not records and not config and not evaluation:
+        raise ValueError(
+            f"{run_dir} holds neither results.json, run.json nor evaluation.json: not a run folder (nor an evaluation folder)"
+        )
     env, env_note = _environment(run_dir, full)
-    title = f"ensemblize {_command(config)} — {run_dir.resolve().name}"
+    command = _command(config) if records or config else "evaluate"
+    title = f"ensemblize {command} — {run_dir.resolve().name}"
+    status = (
+        "an evaluation folder (ensemblize evaluate --out), not a run folder"
+        if command == "evaluate"
+        else _status(run_dir, finishing)
+    )
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = [
         f"<h1>{_e(title)}</h1>",
-        f'<p class="meta">folder {_e(run_dir.resolve())} · report written {when} · status: {_e(_status(run_dir, finishing))}</p>',
+        f'<p class="meta">folder {_e(run_dir.resolve())} · report written {when} · status: {_e(status)}</p>',
         _claims_section(_claims(run_dir, full)),
-        _summary_section(records),
+        _summary_section(records) if records or not evaluation else "",
+        _evaluation_section(evaluation),
         _figures_section(run_dir),
         _markdown_section(run_dir),
         _records_section(records),
@@ -408,7 +442,8 @@ def write_report(run_dir: str | Path, *, finishing: bool = False) -> Path:
     """Write ``run_dir/report.html`` (self-contained: figures embedded, no external resource) atomically.
 
     Returns the path. Raises ``FileNotFoundError`` when ``run_dir`` does not exist and ``ValueError``
-    when it is not a run folder (neither ``results.json`` nor ``run.json``) or a file in it is malformed.
+    when it is neither a run folder (``results.json`` or ``run.json``) nor an evaluation folder
+    (``evaluation.json``), or a file in it is malformed.
     """
     page = render_report(run_dir, finishing=finishing)
     return atomic_write_text(Path(run_dir) / REPORT_NAME, page)
