@@ -23,9 +23,10 @@ def _write_cifar_bin(root, *, num_classes, n_train_files, rows_per_file, n_test)
 
 
 @pytest.mark.slow
-def test_compare_runs_on_cifar10_from_disk(tmp_path):
+def test_compare_runs_on_cifar10_from_disk(tmp_path, monkeypatch):
     from ensemblize.cli import app
 
+    monkeypatch.chdir(tmp_path.parent)  # --data-root given relative to the working directory
     _write_cifar_bin(tmp_path, num_classes=10, n_train_files=5, rows_per_file=40, n_test=40)
     out = tmp_path / "out"
     res = CliRunner().invoke(
@@ -36,7 +37,7 @@ def test_compare_runs_on_cifar10_from_disk(tmp_path):
             "--dataset",
             "cifar10",
             "--data-root",
-            str(tmp_path),
+            tmp_path.name,
             "--width",
             "4",
             "--epochs",
@@ -55,6 +56,9 @@ def test_compare_runs_on_cifar10_from_disk(tmp_path):
     rows = json.loads((out / "results.json").read_text())
     assert {r["dataset"] for r in rows} == {"cifar10"} and {r["method"] for r in rows} >= {"single"}
     assert all(0 <= r["metrics"]["accuracy"] <= 1 for r in rows)
+    # the jobs read the data from an absolute path (a resumed run or a Dask worker has another cwd)
+    stored = json.loads(next((out / "jobs").glob("*.json")).read_text())["job"]["params"]
+    assert stored["data"]["data_root"] == str(tmp_path.resolve())
 
 
 def test_missing_cifar_names_the_expected_files(tmp_path):

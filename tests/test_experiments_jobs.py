@@ -286,6 +286,16 @@ def test_the_job_key_does_not_depend_on_how_the_output_folder_is_spelled(tmp_pat
     assert marker.read_text() == "m00\n"
 
 
+def test_the_job_key_ignores_where_the_data_is_read_from(tmp_path: Path):
+    """``data_root`` (top level, or inside the ``data`` dict of image jobs) is a location, like ``out``."""
+    a = Job.make("toy", toy_job, "m0", name="m0", seed=0, data_root="cifar", data={"data_root": "c", "n": 1})
+    b = Job.make(
+        "toy", toy_job, "m0", name="m0", seed=0, data_root="/x/cifar", data={"data_root": "/c", "n": 1}
+    )
+    c = Job.make("toy", toy_job, "m0", name="m0", seed=0, data_root="cifar", data={"data_root": "c", "n": 2})
+    assert a.key == b.key != c.key
+
+
 def test_a_run_folder_written_before_the_key_change_still_resumes(tmp_path: Path):
     """Keys used to hash ``out`` too: an older folder's job files sit under other names."""
     out, marker = tmp_path / "run", tmp_path / "calls.txt"

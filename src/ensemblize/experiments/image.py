@@ -355,7 +355,8 @@ def _common(args: Mapping[str, Any]) -> dict[str, Any]:
         "seeds": seeds,
         "data": {
             "dataset": setup.dataset,
-            "data_root": None if root is None else str(root),
+            # absolute: a job may run in another working directory (a resumed run, a Dask worker)
+            "data_root": None if root is None else str(Path(root).resolve()),
             "heldout": heldout,
             "train_size": setup.train_size,
         },

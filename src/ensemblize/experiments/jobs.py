@@ -179,6 +179,19 @@ def _slug(text: str) -> str:
     return keep.strip("_")[:60] or "job"
 
 
+#: Job parameters that say where a job reads or writes, not what it computes: left out of its key.
+LOCATION_KEYS = ("out", "data_root")
+
+
+def _without_locations(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` without :data:`LOCATION_KEYS`, at the top level and inside dict values (``data``)."""
+    return {
+        k: ({kk: vv for kk, vv in v.items() if kk not in LOCATION_KEYS} if isinstance(v, dict) else v)
+        for k, v in params.items()
+        if k not in LOCATION_KEYS
+    }
+
+
 @dataclass(frozen=True, eq=False)
 class Job:
     """One independent unit of an experiment: ``fn(**params)`` returns its records (see module doc).
@@ -214,10 +227,10 @@ class Job:
     def key(self) -> str:
         """Stable identifier: ``<label slug>-<12 hex digits of the spec's SHA-256>``.
 
-        The ``out`` parameter (where a job writes files) is not part of the spec: the same job run into
-        the same folder spelled another way (relative / absolute) is the same job.
+        Where a job reads and writes (:data:`LOCATION_KEYS`: ``out``, ``data_root``) is not part of the
+        spec: the same job with a folder spelled another way (relative / absolute) is the same job.
         """
-        params = {k: v for k, v in self.params.items() if k != "out"}
+        params = _without_locations(self.params)
         digest = hashlib.sha256(_dumps([self.experiment, self.fn, _dumps(params)]).encode()).hexdigest()
         return f"{_slug(self.label)}-{digest[:12]}"
 
@@ -373,8 +386,8 @@ def _same_job(stored: object, job: Job) -> bool:
     ``out`` aside (where the files go is not what the job computes)."""
     if not isinstance(stored, dict) or not isinstance(stored.get("params"), dict):
         return False
-    mine = {k: v for k, v in job.params.items() if k != "out"}
-    theirs = {k: v for k, v in stored["params"].items() if k != "out"}
+    mine = _without_locations(job.params)
+    theirs = _without_locations(stored["params"])
     return stored.get("experiment", job.experiment) == job.experiment and stored.get("fn", job.fn) == job.fn \
         and theirs == mine  # fmt: skip
 

@@ -405,7 +405,8 @@ def _check(args: dict[str, Any]) -> dict[str, Any]:
     return {
         "seeds": O.ints(args["seeds"], option="--seeds"),
         "dataset": dataset,
-        "data_root": None if args["data_root"] is None else str(args["data_root"]),
+        # absolute: a job may run in another working directory (a resumed run, a Dask worker)
+        "data_root": None if args["data_root"] is None else str(Path(args["data_root"]).resolve()),
         "model": _model(dataset, args["model"]),
         "epochs": epochs,
         "max_train": None if train_size is not None else max_train,
