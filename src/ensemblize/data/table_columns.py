@@ -176,6 +176,11 @@ def category_values(col: pd.Series, kind: str) -> tuple[np.ndarray, np.ndarray]:
     values are canonicalised once each (``pd.factorize``), so the cost is one pass over the rows.
     """
     check_choice(kind, tuple(CATEGORY_KINDS), name="kind")
+    if isinstance(col.dtype, pd.CategoricalDtype):  # a category column of float32 values: its values
+        inner = col.dtype.categories.dtype
+        inner = getattr(inner, "numpy_dtype", inner)
+        if isinstance(inner, np.dtype) and np.issubdtype(inner, np.floating) and inner.itemsize < 8:
+            col = col.astype(inner)
     dtype = getattr(col.dtype, "numpy_dtype", col.dtype)  # a nullable Float32 -> float32
     if isinstance(dtype, np.dtype) and np.issubdtype(dtype, np.floating) and dtype.itemsize < 8:
         # float32 / float16 values as the decimals they were written as: float32(0.1) widened to
