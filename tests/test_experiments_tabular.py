@@ -308,6 +308,17 @@ def test_make_estimator_gives_the_gbdts_the_benchmark_setting(method):
     assert {k: params[k] for k in setting} == setting
 
 
+def test_a_layer_override_that_contradicts_the_method_is_refused():
+    """``overrides={"layer": ...}`` on method lometab was dropped silently: the fit was the default's."""
+    cfg = TM.budget_config("full", 100, layer="batchensemble")
+    with pytest.raises(
+        ValueError, match="layer='batchensemble' conflicts with method 'lometab'.*'batchensemble' instead"
+    ):
+        TM.make_estimator("lometab", "regression", seed=0, cfg=cfg)
+    est, _ = TM.make_estimator("batchensemble", "regression", seed=0, cfg=cfg)  # consistent: accepted
+    assert est.get_params()["layer"] == "batchensemble"
+
+
 def test_a_failed_seed_is_never_averaged_away():
     """A diverged seed (NaN score) used to vanish: the mean of the surviving seeds ranked first."""
     from ensemblize.experiments.tabular_tables import average_ranks, score_table_markdown

@@ -152,6 +152,13 @@ def make_estimator(method: str, task: str, *, seed: int, cfg: dict[str, Any]):
     else:
         from ensemblize.tabular.estimators import LoMETabClassifier, LoMETabRegressor
 
+        if "layer" in cfg and cfg["layer"] != _LAYER[method]:  # was dropped silently
+            methods = {layer: m for m, layer in _LAYER.items()}
+            hint = f"; run method {methods[cfg['layer']]!r} instead" if cfg["layer"] in methods else ""
+            raise ValueError(
+                f"override layer={cfg['layer']!r} conflicts with method {method!r}, whose layer is "
+                f"{_LAYER[method]!r}{hint}"
+            )
         cls = LoMETabRegressor if task == "regression" else LoMETabClassifier
         est = cls(random_state=int(seed), layer=_LAYER[method])
         if method == "mlp":
