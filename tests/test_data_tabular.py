@@ -58,7 +58,8 @@ def test_registry_tables_load_offline_with_recorded_facts(name):
     elif ds.task == "multiclass":
         assert n_classes >= 3
     else:
-        assert pd.api.types.is_numeric_dtype(ds.y.dtype) and n_classes > 100
+        # a continuous target, or a count with many values (nmes: 60 distinct visit counts, 0-89)
+        assert pd.api.types.is_numeric_dtype(ds.y.dtype) and n_classes > 50
 
 
 @pytest.fixture(scope="module")
