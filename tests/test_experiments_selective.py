@@ -250,3 +250,21 @@ def test_quick_refuses_an_explicit_epoch_count(tmp_path):
         app, ["experiment", "selective", "--quick", "--epochs", "3", "--out", str(tmp_path / "o")]
     )
     assert res.exit_code == 2 and "'--quick'" in res.output and not (tmp_path / "o").exists()
+
+
+def test_selective_jobs_read_an_absolute_data_root_while_the_settings_keep_its_spelling(
+    tmp_path, monkeypatch
+):
+    """A relative --data-root was resolved in whatever directory a job ran in (a resumed run, a Dask
+    worker); the run's settings keep the user's spelling so an earlier run folder still resumes."""
+    import inspect
+
+    from ensemblize.experiments import selective as S
+
+    monkeypatch.chdir(tmp_path)
+    args = {k: p.default for k, p in inspect.signature(S.selective).parameters.items()}
+    args.update(dataset="cifar100", data_root="cifar", seeds=[0], targets=[0.7], gammas=[2.0], rewards=[5.0])
+    settings = S._check(args)
+    assert settings["data_root"] == "cifar"
+    jobs = S._jobs(settings)
+    assert {j.params["data_root"] for j in jobs} == {str(tmp_path.resolve() / "cifar")}

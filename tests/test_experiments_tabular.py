@@ -385,3 +385,53 @@ def test_grid_best_cell_breaks_validation_accuracy_ties_by_log_loss():
     recs = [rec(0.9, 0.5, 0.9), rec(0.9375, 0.604, 0.917), rec(0.9375, 0.383, 0.95), rec(0.8, 0.7, 0.8)]
     best = grid_summary(recs, [1, 2], [0.5, 4], dataset="t")["best_on_val"]
     assert (best["rank"], best["init_scale"], best["test_accuracy"]) == (2, 0.5, 0.95)
+
+
+def test_sigma_trains_with_the_task_estimators_budget(monkeypatch):
+    """σN-Ens read the classifier's defaults: on regression at budget full it had 80 epochs, the other
+    networks 200, unannounced."""
+    import ensemblize.tabular.train as train_module
+    from ensemblize.tabular.estimators import LoMETabClassifier, LoMETabRegressor
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_train_model(*args, **kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(train_module, "train_model", fake_train_model)
+    for dataset, est in (("concrete", LoMETabRegressor()), ("breast_cancer", LoMETabClassifier())):
+        prepared = TM._prepared(dataset, 0, 200)
+        with pytest.raises(Stop):
+            TM._sigma_job(prepared, seed=0, cfg=TM.budget_config("full", 128), keep_history=False)
+        assert (seen["max_epochs"], seen["patience"]) == (est.max_epochs, est.patience), dataset
+
+
+def test_jobs_carry_the_estimator_defaults_and_a_process_with_others_refuses(monkeypatch):
+    """A resumed folder reused fits of earlier defaults (the key did not change when a default did)."""
+    import warnings
+
+    digest = TM.defaults_digest()
+    assert len(digest) == 12 and int(digest, 16) >= 0
+    (job,) = T.bench_jobs(datasets=["concrete"], methods=["xgboost"], seeds=[0], split_seed=0, budget="tiny")
+    assert job.params["defaults"] == digest
+    (rec,) = TM.tabular_job(method="xgboost", dataset="concrete", seed=0, defaults=digest, **TINY)
+    assert rec["defaults"] == digest
+    with pytest.raises(RuntimeError, match="other-digest.*one version"):
+        TM.tabular_job(method="xgboost", dataset="concrete", seed=0, defaults="other-digest", **TINY)
+    # a default change changes every tabular job's key, so --resume re-runs instead of mixing
+    monkeypatch.setattr(TM, "defaults_digest", lambda: "000000000000")
+    monkeypatch.setattr(T, "defaults_digest", lambda: "000000000000")
+    (changed,) = T.bench_jobs(
+        datasets=["concrete"], methods=["xgboost"], seeds=[0], split_seed=0, budget="tiny"
+    )
+    assert changed.key != job.key
+    # merged folders whose records disagree are announced
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        T._warn_mixed_defaults([rec, {**rec, "seed": 1}, {**rec, "defaults": None}])  # one digest: silent
+    with pytest.warns(UserWarning, match="'xgboost' records were fitted with different estimator defaults"):
+        T._warn_mixed_defaults([rec, {**rec, "defaults": "000000000000"}])

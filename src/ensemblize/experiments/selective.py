@@ -348,6 +348,10 @@ def _jobs(settings: dict[str, Any]) -> list[Job]:
             "rewards",
         )
     }
+    if common["data_root"] is not None:  # absolute for the jobs: one may run in another working directory
+        common["data_root"] = str(
+            Path(common["data_root"]).resolve()
+        )  # (the run's settings keep the spelling)
     return [
         Job.make(
             "selective",
@@ -405,8 +409,7 @@ def _check(args: dict[str, Any]) -> dict[str, Any]:
     return {
         "seeds": O.ints(args["seeds"], option="--seeds"),
         "dataset": dataset,
-        # absolute: a job may run in another working directory (a resumed run, a Dask worker)
-        "data_root": None if args["data_root"] is None else str(Path(args["data_root"]).resolve()),
+        "data_root": None if args["data_root"] is None else str(args["data_root"]),
         "model": _model(dataset, args["model"]),
         "epochs": epochs,
         "max_train": None if train_size is not None else max_train,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ import numpy as np
 
 from . import options as O
 from .jobs import Execution, Job, experiment_folder, merged_records, torchrun_rank
-from .tabular_methods import BUDGETS, METHODS, budget_config, method_available, tabular_job
+from .tabular_methods import BUDGETS, METHODS, budget_config, defaults_digest, method_available, tabular_job
 from .tabular_tables import (
     SCORES,
     average_ranks,
@@ -140,7 +141,7 @@ def bench_jobs(
     experiment: str = "tabular-bench",
 ) -> list[Job]:
     """One job per table × method × seed (in that nesting order, which is the merge order)."""
-    shared = {"split_seed": split_seed, "budget": budget, "max_rows": max_rows}
+    shared = {"split_seed": split_seed, "budget": budget, "max_rows": max_rows, "defaults": defaults_digest()}
     return [
         Job.make(experiment, tabular_job, f"{ds} {m} seed={s}", method=m, dataset=ds, seed=s, **shared)
         for ds in datasets
@@ -175,6 +176,20 @@ def bench_markdown(
     return "\n\n".join(parts) + "\n"
 
 
+def _warn_mixed_defaults(rows: Sequence[Mapping[str, Any]]) -> None:
+    """Warn when one method's records carry different :func:`defaults_digest` values (merged folders of
+    versions whose estimator defaults differ); records without one (older folders) are not judged."""
+    for method in sorted({r["method"] for r in rows}):
+        digests = sorted({r["defaults"] for r in rows if r["method"] == method and r.get("defaults")})
+        if len(digests) > 1:
+            warnings.warn(
+                f"the {method!r} records were fitted with different estimator defaults ({', '.join(digests)}): "
+                "the folders come from versions whose defaults differ",
+                UserWarning,
+                stacklevel=3,
+            )
+
+
 def collect_records(*outs: str | Path, complete_only: bool = False) -> list[dict[str, Any]]:
     """The records of one or more benchmark run folders, finished or not (read from ``jobs/*.json``).
 
@@ -194,6 +209,7 @@ def collect_records(*outs: str | Path, complete_only: bool = False) -> list[dict
     methods = [*METHODS, *sorted({r["method"] for r in rows} - set(METHODS))]
     rows.sort(key=lambda r: (tables.index(r["dataset"]) if r["dataset"] in tables else len(tables),
                              r["dataset"], methods.index(r["method"]), r["seed"]))  # fmt: skip
+    _warn_mixed_defaults(rows)
     if complete_only:
         want = {(m, s) for m in {r["method"] for r in rows} for s in {r["seed"] for r in rows}}
         have: dict[str, set] = {}
@@ -303,6 +319,7 @@ def tabular_grid(
         "split_seed": split_seed,
         "budget": budget,
         "max_rows": max_rows,
+        "defaults": defaults_digest(),
     }
     jobs = [
         Job.make(
@@ -437,6 +454,7 @@ def tabular_diversity(
         # one network per fit: the curves follow the diversity of one network's members over its epochs
         "overrides": {"max_epochs": epochs, "patience": epochs + 1, "n_networks": 1},
         "keep_history": True,
+        "defaults": defaults_digest(),
     }
     jobs = [
         Job.make("tabular-diversity", tabular_job, f"{m} seed={s}", method=m, seed=s, **shared)

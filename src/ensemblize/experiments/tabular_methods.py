@@ -56,6 +56,7 @@ __all__ = [
     "make_estimator",
     "load_split",
     "tabular_job",
+    "defaults_digest",
 ]
 
 METHODS = ("lometab", "tabm", "batchensemble", "additive", "mlp", "sigma", "xgboost", "catboost")
@@ -84,10 +85,41 @@ _SIGMA = {"tau": 1.0, "lam": 1e-3, "noise": 0.5, "norm": "batchnorm"}
 
 
 @functools.cache
-def _lometab_defaults() -> dict[str, Any]:
-    from ensemblize.tabular.estimators import LoMETabClassifier
+def _lometab_defaults(task: str = "binclass") -> dict[str, Any]:
+    from ensemblize.tabular.estimators import LoMETabClassifier, LoMETabRegressor
 
-    return LoMETabClassifier().get_params()
+    return (LoMETabRegressor if task == "regression" else LoMETabClassifier)().get_params()
+
+
+#: the training budget every network method of one task shares (σN-Ens reads it from the task's estimator)
+_BUDGET_KEYS = ("max_epochs", "patience")
+
+
+@functools.cache
+def defaults_digest() -> str:
+    """12 hex digits of the SHA-256 of every tabular estimator's default parameters.
+
+    Part of each tabular job's parameters and record: a run folder resumed after a default changed
+    re-runs its jobs instead of mixing fits of the old and the new defaults, and a worker process
+    whose library has other defaults refuses the job (:func:`tabular_job`).
+    """
+    import hashlib
+    import json
+
+    from ensemblize.tabular.estimators import LoMETabClassifier, LoMETabRegressor
+    from ensemblize.tabular.gbdt import GBDTClassifier, GBDTRegressor
+    from ensemblize.tabular.tabm_baseline import TabMClassifier, TabMRegressor
+
+    classes = (
+        LoMETabClassifier,
+        LoMETabRegressor,
+        TabMClassifier,
+        TabMRegressor,
+        GBDTClassifier,
+        GBDTRegressor,
+    )
+    text = json.dumps({c.__name__: c().get_params() for c in classes}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def budget_config(budget: str, n_train: int, **overrides: Any) -> dict[str, Any]:
@@ -352,8 +384,9 @@ def _sigma_job(prepared, *, seed, cfg, keep_history) -> dict[str, Any]:
     from ensemblize.tabular.sigma_mlp import build_sigma_tab_mlp, sigma_regularizer
     from ensemblize.tabular.train import predict_members, train_model
 
-    c = {**_lometab_defaults(), **_SIGMA, **cfg}
     regression = prepared.task == "regression"
+    task_budget = {k: _lometab_defaults(prepared.task)[k] for k in _BUDGET_KEYS}  # the same as LoMETab's
+    c = {**_lometab_defaults(), **task_budget, **_SIGMA, **cfg}
     x_tr, y_tr = torch.from_numpy(prepared.X_train), torch.from_numpy(prepared.y_train)
     n_num = prepared.n_numeric
     bins = None
@@ -412,12 +445,14 @@ def tabular_job(
     max_rows: int | None = None,
     keep_history: bool = False,
     name: str | None = None,
+    defaults: str | None = None,
 ) -> list[dict[str, Any]]:
     """Train and score ``method`` on registry table ``dataset`` (split ``split_seed``) with ``seed``.
 
     A pure function of its arguments (all JSON-able), so it is a :class:`~ensemblize.experiments.jobs.Job`.
     Returns one record (see the module docstring); ``name`` replaces the method name in the record
-    (grid cells), ``keep_history`` adds the per-epoch training history.
+    (grid cells), ``keep_history`` adds the per-epoch training history; ``defaults`` (the planning
+    process's :func:`defaults_digest`) makes a process with other estimator defaults refuse the job.
 
     Raises ValueError for an unknown method, budget or override, and RuntimeError naming what to
     install when the method cannot run here.
@@ -426,6 +461,11 @@ def tabular_job(
 
     check_choice(method, tuple(METHODS), name="method")
     seed = check_int(seed, name="seed", minimum=0)
+    if defaults is not None and defaults != defaults_digest():
+        raise RuntimeError(
+            f"this job was planned with tabular estimator defaults {defaults!r}, but this process's "
+            f"ensemblize has {defaults_digest()!r}: run every process of one experiment on one version"
+        )
     why = method_available(method)
     if why is not None:
         raise RuntimeError(why)
@@ -442,8 +482,9 @@ def tabular_job(
         body = _estimator_job(method, splits, seed=seed, cfg=cfg, keep_history=keep_history)
     record = {"method": name or method, "dataset": dataset, "seed": seed, **body}
     record.update(
-        {"budget": budget, "split_seed": split_seed, "task": splits.train.task, "base_method": method}
-    )
+        {"budget": budget, "split_seed": split_seed, "task": splits.train.task, "base_method": method,
+         "defaults": defaults_digest()}
+    )  # fmt: skip
     if max_rows is not None:
         record["max_rows"] = max_rows
     return [record]
