@@ -169,6 +169,14 @@ def test_cli_run_and_evaluate_end_to_end(tmp_path):
     assert res.exit_code == 0, res.output
     again = json.loads((tmp_path / "again" / "evaluation.json").read_text())[0]["metrics"]
     assert "ood_gaussian_maxprob_auroc" in again and "ood_uniform_maxprob_auroc" not in again
+    # another run folder as --out is refused before any work (its manifest would stop matching)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "manifest.json").write_text("{}")
+    res = runner.invoke(app, ["evaluate", str(out), "--out", str(tmp_path / "other"), "-q"])
+    assert res.exit_code == 2 and "'--out'" in res.output and "another" in res.output, res.output
+    assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["manifest.json"]  # nothing written
+    res = runner.invoke(app, ["evaluate", str(out), "--out", str(out), "-q", "--ood", "uniform"])
+    assert res.exit_code == 0, res.output  # the run folder itself, spelled as --out, is fine
     # the evaluation folder gets its own report, and `ensemblize report` renders it again
     page = (tmp_path / "again" / "report.html").read_text()
     assert "ensemblize evaluate — again" in page and "Re-evaluation (ensemblize evaluate)" in page

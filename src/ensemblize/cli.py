@@ -474,7 +474,11 @@ def evaluate(
             if isinstance(exc, RunFolderError):
                 raise  # _clean_errors names RUN_DIR
             text = str(exc)
-            for needle, option in (("unknown OOD set", "'--ood'"), ("is read from disk", "'--data-root'")):
+            for needle, option in (
+                ("unknown OOD set", "'--ood'"),
+                ("is read from disk", "'--data-root'"),
+                ("is another run folder", "'--out'"),
+            ):
                 if needle in text:
                     raise typer.BadParameter(text, param_hint=option) from None
             raise

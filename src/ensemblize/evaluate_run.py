@@ -58,6 +58,15 @@ def _recorded_far_ood(config: dict[str, Any], dataset: str) -> tuple[str, ...] |
     return None
 
 
+def _check_out(run_dir: Path, out: Path) -> None:
+    """ValueError when ``out`` is another run folder: its manifest would no longer match its files."""
+    if out.resolve() != run_dir.resolve() and (out / "manifest.json").is_file():
+        raise ValueError(
+            f"--out {out} is another run folder (it has a manifest.json): write the evaluation into the run "
+            "itself (no --out) or into a folder of its own"
+        )
+
+
 def _output(run_dir: Path, out: Path) -> Any:
     """Into the run folder: :func:`~ensemblize.experiments.jobs.amend_run` (manifest rewritten);
     elsewhere: a plain folder."""
@@ -65,6 +74,7 @@ def _output(run_dir: Path, out: Path) -> Any:
 
     if out.resolve() == run_dir.resolve():
         return amend_run(run_dir)
+    _check_out(run_dir, out)
     out.mkdir(parents=True, exist_ok=True)
     return contextlib.nullcontext(out)
 
@@ -104,6 +114,7 @@ def evaluate_run(
     out = Path(out) if out is not None else run_dir
     if seed is not None:
         seed = check_int(seed, name="seed", minimum=0)
+    _check_out(run_dir, out)  # before any work
     stems = sorted(p.with_name(p.name[: -len(".json")]) for p in (run_dir / "models").glob("*.json"))
     if not stems:
         kind = _experiment_of(run_dir)
