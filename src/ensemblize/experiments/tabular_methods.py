@@ -186,7 +186,8 @@ def make_estimator(method: str, task: str, *, seed: int, cfg: dict[str, Any]):
 
         if "layer" in cfg and cfg["layer"] != _LAYER[method]:  # was dropped silently
             methods = {layer: m for m, layer in _LAYER.items()}
-            hint = f"; run method {methods[cfg['layer']]!r} instead" if cfg["layer"] in methods else ""
+            known = isinstance(cfg["layer"], str) and cfg["layer"] in methods
+            hint = f"; run method {methods[cfg['layer']]!r} instead" if known else ""
             raise ValueError(
                 f"override layer={cfg['layer']!r} conflicts with method {method!r}, whose layer is "
                 f"{_LAYER[method]!r}{hint}"
