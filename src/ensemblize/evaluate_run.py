@@ -74,7 +74,6 @@ def _output(run_dir: Path, out: Path) -> Any:
 
     if out.resolve() == run_dir.resolve():
         return amend_run(run_dir)
-    _check_out(run_dir, out)
     out.mkdir(parents=True, exist_ok=True)
     return contextlib.nullcontext(out)
 

@@ -168,13 +168,12 @@ def _summary_section(
     *,
     title: str = "Summary",
     anchor: str = "summary",
-    source: str = "results.json",
     note: str = "",
 ) -> str:
     from .results import failed_note, summarize
 
     if not records:
-        return f"<h2>{_e(title)}</h2><p>No {_e(source)} in this folder.</p>"
+        return f"<h2>{_e(title)}</h2><p>No results.json in this folder.</p>"
     by = [k for k in _GROUP_KEYS if any(k in r for r in records)]
     metrics = _summary_metrics(records)
     rows = []
@@ -206,7 +205,6 @@ def _evaluation_section(records: Sequence[Mapping[str, Any]]) -> str:
         records,
         title="Re-evaluation (ensemblize evaluate)",
         anchor="evaluation",
-        source="evaluation.json",
         note="The saved checkpoints evaluated again by `ensemblize evaluate` (evaluation.json). ",
     )
 
