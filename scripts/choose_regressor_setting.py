@@ -1,0 +1,184 @@
+"""Choose the regressor's training setting by validation RMSE over several splits (issue 11, item 4).
+
+Validation only: the rule below reads ``val_rmse`` and nothing else; test scores are in the records
+(the benchmark's job records) but are not printed or used here. The rule was committed before any of
+its fits ran.
+
+Why several splits: on the small regression tables (concrete: 165 validation rows) one split's
+validation cannot tell the regressor's settings apart (docs/results/tabular_bench.md, sixth round).
+Every candidate is therefore scored on three 64/16/20 splits (split seeds 0, 1, 2), three model
+seeds each, and ranked per (table, split) cell.
+
+Candidates: the shipped ``LoMETabRegressor`` default and five single-knob changes of it —
+``batch_size`` 128 and 64 (at "auto" = 256 a 659-row training set gets three steps an epoch),
+``dropout`` 0.1 (the classifier's), ``weight_decay`` 3e-3 (10x) and ``lr`` 1e-3 (half).
+
+Rule, two stages:
+
+1. **Screen** on the three cheap regression tables (concrete, wage, nmes) x split seeds 0, 1, 2 =
+   9 cells: in each cell the six settings are ranked on the seed-mean validation RMSE (ties share
+   ranks); a setting's score is its mean rank over the cells. The best-scoring non-default setting
+   goes on only if it scores better than the default; otherwise the default stays and stage 2 is
+   not run.
+2. **Confirm** on all six regression tables (adding ames, deliveries, computers) x split seeds
+   0, 1, 2 = 18 cells, that setting against the default alone: it replaces the default only if its
+   mean rank over the 18 cells is lower (it wins more than half the cells); a tie keeps the default.
+
+Each fit is :func:`ensemblize.experiments.tabular_methods.tabular_job` (method ``lometab``, budget
+``full``, the candidate's overrides) — exactly the benchmark's job — one JSON line per fit in
+``--out``; a rerun skips the fits already there. ``--import RUN_DIR`` first copies the default's
+records from a benchmark run folder (same estimator defaults) so they are not fitted twice::
+
+    OMP_NUM_THREADS=1 python scripts/choose_regressor_setting.py --stage 1 --tables concrete --out F
+    OMP_NUM_THREADS=1 python scripts/choose_regressor_setting.py --stage 1 --tables wage,nmes --out F
+    python scripts/choose_regressor_setting.py --report --out F
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import rankdata
+
+CANDIDATES: dict[str, dict] = {
+    "default": {},
+    "batch128": {"batch_size": 128},
+    "batch64": {"batch_size": 64},
+    "dropout0.1": {"dropout": 0.1},
+    "wd3e-3": {"weight_decay": 3e-3},
+    "lr1e-3": {"lr": 1e-3},
+}
+SCREEN_TABLES = ("concrete", "wage", "nmes")
+CONFIRM_TABLES = ("concrete", "ames", "wage", "deliveries", "computers", "nmes")
+SPLITS = (0, 1, 2)
+SEEDS = (0, 1, 2)
+
+
+def load(out: Path) -> list[dict]:
+    if not out.exists():
+        return []
+    return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+
+
+def import_run(run_dir: Path, out: Path) -> int:
+    """Append the default LoMETab regression records of a benchmark run folder not yet in ``out``."""
+    have = {(r["candidate"], r["dataset"], r["split_seed"], r["seed"]) for r in load(out)}
+    n = 0
+    with out.open("a") as f:
+        for path in sorted((run_dir / "jobs").glob("*_lometab_*.json")):
+            job = json.loads(path.read_text())
+            if job["job"]["params"].get("overrides"):
+                continue
+            for rec in job["records"]:
+                key = ("default", rec["dataset"], rec["split_seed"], rec["seed"])
+                if rec["task"] != "regression" or key in have:
+                    continue
+                f.write(json.dumps({**rec, "candidate": "default"}) + "\n")
+                have.add(key)
+                n += 1
+    return n
+
+
+def cell_means(records: list[dict], names, tables) -> dict[tuple[str, int], dict[str, float]]:
+    """(table, split) -> {setting: seed-mean validation RMSE}, only cells where every setting has 3 seeds."""
+    vals = defaultdict(list)
+    for r in records:
+        vals[r["candidate"], r["dataset"], r["split_seed"]].append(r["metrics"]["val_rmse"])
+    cells = {}
+    for t in tables:
+        for s in SPLITS:
+            if all(len(vals[n, t, s]) == len(SEEDS) for n in names):
+                cells[t, s] = {n: float(np.mean(vals[n, t, s])) for n in names}
+    return cells
+
+
+def mean_ranks(cells: dict[tuple[str, int], dict[str, float]], names) -> dict[str, float]:
+    ranks = defaultdict(list)
+    for scores in cells.values():
+        for n, r in zip(names, rankdata([scores[n] for n in names]), strict=True):
+            ranks[n].append(float(r))
+    return {n: float(np.mean(ranks[n])) for n in names}
+
+
+def report(records: list[dict]) -> None:
+    screen_names = list(CANDIDATES)
+    cells = cell_means(records, screen_names, SCREEN_TABLES)
+    print(f"stage 1: {len(cells)} of {len(SCREEN_TABLES) * len(SPLITS)} cells complete")
+    for (t, s), scores in cells.items():
+        print(f"  {t:>10} split {s}: " + "  ".join(f"{n} {v:.4f}" for n, v in scores.items()))
+    if len(cells) < len(SCREEN_TABLES) * len(SPLITS):
+        return
+    ranks = mean_ranks(cells, screen_names)
+    print("  mean validation rank: " + ", ".join(f"{n} {r:.2f}" for n, r in ranks.items()))
+    best = min((n for n in screen_names if n != "default"), key=lambda n: ranks[n])
+    if ranks[best] >= ranks["default"]:
+        print(
+            f"stage 1: no setting beats the default ({best} {ranks[best]:.2f} vs {ranks['default']:.2f}); default stays"
+        )
+        return
+    print(f"stage 1 winner: {best} ({ranks[best]:.2f} vs default {ranks['default']:.2f}) -> stage 2")
+    cells = cell_means(records, ["default", best], CONFIRM_TABLES)
+    print(f"stage 2: {len(cells)} of {len(CONFIRM_TABLES) * len(SPLITS)} cells complete")
+    for (t, s), scores in cells.items():
+        print(f"  {t:>10} split {s}: default {scores['default']:.4f}  {best} {scores[best]:.4f}")
+    if len(cells) < len(CONFIRM_TABLES) * len(SPLITS):
+        return
+    ranks = mean_ranks(cells, ["default", best])
+    verdict = "REPLACES the default" if ranks[best] < ranks["default"] else "does not replace the default"
+    print(f"stage 2: {best} {ranks[best]:.3f} vs default {ranks['default']:.3f}: {verdict}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="JSON-lines file of the fits (appended to)")
+    parser.add_argument("--stage", type=int, choices=(1, 2))
+    parser.add_argument(
+        "--candidates", default=None, help="comma list (default: stage 1 all, stage 2 required)"
+    )
+    parser.add_argument("--tables", default=None, help="comma list (default: the stage's tables)")
+    parser.add_argument(
+        "--import", dest="imports", type=Path, nargs="*", default=[], help="benchmark run folders"
+    )
+    parser.add_argument("--report", action="store_true", help="print the rule's result; fit nothing")
+    args = parser.parse_args()
+    for run_dir in args.imports:
+        print(f"imported {import_run(run_dir, args.out)} default records from {run_dir}")
+    if args.report:
+        report(load(args.out))
+        return
+    if args.stage is None:
+        parser.error("--stage (or --report) is required")
+    from ensemblize.experiments.tabular_methods import tabular_job
+
+    if args.stage == 1:
+        names = args.candidates.split(",") if args.candidates else list(CANDIDATES)
+        tables = args.tables.split(",") if args.tables else list(SCREEN_TABLES)
+    else:
+        if not args.candidates:
+            parser.error("--stage 2 needs --candidates default,WINNER")
+        names = args.candidates.split(",")
+        tables = args.tables.split(",") if args.tables else list(CONFIRM_TABLES)
+    unknown = sorted(set(names) - set(CANDIDATES))
+    if unknown:
+        parser.error(f"unknown candidates {unknown}; known: {sorted(CANDIDATES)}")
+    have = {(r["candidate"], r["dataset"], r["split_seed"], r["seed"]) for r in load(args.out)}
+    for t in tables:
+        for s in SPLITS:
+            for n in names:
+                for seed in SEEDS:
+                    if (n, t, s, seed) in have:
+                        continue
+                    (rec,) = tabular_job(method="lometab", dataset=t, seed=seed, split_seed=s,
+                                         budget="full", overrides=CANDIDATES[n])  # fmt: skip
+                    with args.out.open("a") as f:
+                        f.write(json.dumps({**rec, "candidate": n}) + "\n")
+                    print(f"{t} split {s} {n} seed {seed}: val {rec['metrics']['val_rmse']:.4f} "
+                          f"({rec['cpu_seconds']:.0f} CPU s)", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
