@@ -18,6 +18,7 @@ from ensemblize.data.tabular import (
     BENCHMARK_SUITE,
     BENCHMARK_TABLES,
     MISSING_CATEGORY,
+    DateStringWarning,
     IdentifierColumnWarning,
     TableSplits,
     TabularDataset,
@@ -400,7 +401,8 @@ def test_object_columns_of_dates_are_time_columns_but_date_strings_are_not():
     ]
     X = pd.DataFrame({"day": pd.Series(days, dtype=object), "text": [str(d) for d in days]})
     assert detect_column_types(X) == (["day"], ["text"])
-    pre = TabularPreprocessor(task="regression").fit(X.assign(x=np.arange(50.0)), np.arange(50.0))
+    with pytest.warns(DateStringWarning, match=r"\['text'\] hold date strings"):  # read as text, said so
+        pre = TabularPreprocessor(task="regression").fit(X.assign(x=np.arange(50.0)), np.arange(50.0))
     assert pre.numeric_kinds_["day"] == "datetime"
     as_dt64 = X.assign(day=pd.to_datetime(X["day"]), x=np.arange(50.0))
     np.testing.assert_array_equal(pre.transform(as_dt64), pre.transform(X.assign(x=np.arange(50.0))))

@@ -232,3 +232,46 @@ def check_instance(
             what = f"{'an' if names[0] in 'AEIOUaeiou' else 'a'} {names}"
         raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
     return value
+
+
+def device_unavailable(device: torch.device) -> str | None:
+    """Why ``device`` cannot be used on this machine (a sentence), or None when it can."""
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            return "this torch build or machine has no CUDA device"
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            return f"this machine has {torch.cuda.device_count()} CUDA device(s)"
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        return "this machine has no MPS device"
+    return None
+
+
+def check_device(value: object, *, name: str = "device") -> torch.device:
+    """``value`` as a torch device this machine has; a ValueError naming ``name`` and the value otherwise."""
+    try:
+        device = torch.device(value)  # type: ignore[arg-type]
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"{name}={value!r} is not a valid torch device") from exc
+    why = device_unavailable(device)
+    if why is not None:
+        raise ValueError(f"{name}={value!r} is not available: {why}; use device='cpu'")
+    return device
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for ``warnings.warn`` that points at the first caller outside ensemblize.
+
+    Called by the function that warns, it counts that function and every ensemblize frame above it,
+    so a warning names the user's line (and Python's filters, e.g. ``"ignore"`` or once per
+    location, apply to it) however deep inside the library it was raised.
+    """
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame = frame.f_back
+        level += 1
+    return level

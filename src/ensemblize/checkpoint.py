@@ -245,6 +245,7 @@ def save_checkpoint(stem: str | os.PathLike, tensors: Mapping[str, Tensor], meta
     ``meta`` must be a JSON-serialisable mapping with string keys, not using :data:`HASH_KEYS`; the
     tensors' fingerprint is added under ``"fingerprint"``, the tensor file's SHA-256 under
     ``"sha256"`` and the SHA-256 of the canonical JSON of everything else under ``"meta_sha256"``.
+    Returns the pair's stem (``model`` for ``model``, ``model.json`` or ``model.safetensors``).
     """
     check_instance(meta, Mapping, name="meta", what="a mapping")
     check_instance(tensors, Mapping, name="tensors", what="a mapping of names to tensors")
@@ -291,7 +292,7 @@ def save_checkpoint(stem: str | os.PathLike, tensors: Mapping[str, Tensor], meta
         pending.unlink(missing_ok=True)
         raise
     os.replace(pending, meta_path)
-    return Path(stem)
+    return tensor_path.with_name(tensor_path.name[: -len(".safetensors")])  # the stem, suffix-free
 
 
 def _read_meta(meta_path: Path) -> dict:

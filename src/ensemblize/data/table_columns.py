@@ -7,7 +7,8 @@ the string ``"3.5"``).
 
 Numeric kinds (:data:`NUMERIC_KINDS`) give float64 values, NaN for missing:
 
-* ``"number"`` — numeric dtypes as float; bools as 0/1; strings / objects parsed as numbers
+* ``"number"`` — numeric dtypes as float (``decimal.Decimal`` values too); bools as 0/1; strings /
+  objects parsed as numbers
   (a value that does not parse is a ValueError naming the column and the value);
 * ``"datetime"`` — seconds since 1970-01-01 (time-zone aware values are converted to UTC first;
   strings are parsed with :func:`pandas.to_datetime`);
@@ -16,7 +17,7 @@ Numeric kinds (:data:`NUMERIC_KINDS`) give float64 values, NaN for missing:
 Categorical kinds (:data:`CATEGORY_KINDS`) give one canonical string per value, ``None`` for missing:
 
 * ``"bool"`` — ``"True"`` / ``"False"``; bools, the numbers 1 / 0 and the strings ``"true"``,
-  ``"1"``, ``"1.0"`` / ``"false"``, ``"0"``, ``"0.0"`` (any case) all map there;
+  ``"1"``, ``"1.0"``, ``"yes"`` / ``"false"``, ``"0"``, ``"0.0"``, ``"no"`` (any case) all map there;
 * ``"number"`` — an integral number is written as an integer (``1``, ``1.0``, ``np.int8(1)`` and
   ``True`` all read ``"1"``), any other number by ``repr(float)``; strings that parse as numbers are
   read as those numbers;
@@ -28,6 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Hashable
+from decimal import Decimal
 from numbers import Integral, Real
 
 import numpy as np
@@ -43,12 +45,13 @@ __all__ = [
     "category_kind",
     "numeric_values",
     "category_values",
+    "iso_date_strings",
 ]
 
 NUMERIC_KINDS = ("number", "datetime", "timedelta")
 CATEGORY_KINDS = ("bool", "number", "string")
-_TRUE = frozenset({"true", "1", "1.0"})
-_FALSE = frozenset({"false", "0", "0.0"})
+_TRUE = frozenset({"true", "1", "1.0", "yes"})
+_FALSE = frozenset({"false", "0", "0.0", "no"})
 _EPOCH = pd.Timestamp("1970-01-01")
 
 
@@ -83,6 +86,25 @@ def time_kind(col: pd.Series) -> str | None:
     return None
 
 
+#: ISO 8601 dates / date-times as text: 2001-02-03, 2001-02-03 04:05, 2001-02-03T04:05:06.789Z, …+01:00
+_ISO_DATE = r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+
+
+def iso_date_strings(col: pd.Series) -> bool:
+    """Whether every observed value of a text column is an ISO 8601 date or date-time string.
+
+    Such a column is what ``pd.read_csv`` gives for a date column without ``parse_dates``. It is
+    *not* a time column by :func:`time_kind` (text is never parsed silently); the estimators warn
+    about it and ``ensemblize tune`` parses it when reading a CSV.
+    """
+    if not (pd.api.types.is_object_dtype(col.dtype) or pd.api.types.is_string_dtype(col.dtype)):
+        return False
+    observed = col.dropna()
+    if not len(observed) or not all(isinstance(v, str) for v in observed.to_numpy(dtype=object)):
+        return False
+    return bool(observed.astype(str).str.fullmatch(_ISO_DATE).all())
+
+
 def time_zone_aware(col: pd.Series) -> bool | None:
     """Whether a datetime column carries time zones: True / False, or None when it cannot tell
     (strings, or no observed value). Time-zone-aware values are read in UTC, naive ones as UTC."""
@@ -107,7 +129,8 @@ def _is_bool(v: object) -> bool:
 
 
 def _is_number(v: object) -> bool:
-    return isinstance(v, Real) and not _is_bool(v)
+    # decimal.Decimal (a SQL NUMERIC read by pd.read_sql) is a number, though not a numbers.Real
+    return (isinstance(v, Real) and not _is_bool(v)) or (isinstance(v, Decimal) and v.is_finite())
 
 
 def category_kind(col: pd.Series) -> str:

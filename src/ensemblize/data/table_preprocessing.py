@@ -27,7 +27,11 @@ missing values) into a float32 matrix ``(N, n_numeric_ + Σ cat_cardinalities_)`
    missing indicator (``indicators_`` order). ``cat_cardinalities_`` lists the block widths.
 6. Constant columns (≤ 1 distinct training value) are dropped and recorded in ``dropped_``; a
    column unique on every training row that is not a float, datetime or timedelta column (an identifier) gives an
-   :class:`IdentifierColumnWarning` naming it (from 20 training rows on).
+   :class:`IdentifierColumnWarning` naming it (from 20 training rows on); a text column of ISO 8601
+   dates gives a :class:`DateStringWarning` (it is read as categories unless parsed first). At
+   predict time (``transform(..., warn_unknown=True)``) categories never seen in training give an
+   :class:`UnknownCategoryWarning` naming the columns. An ``object`` column of integers is read as
+   integer codes (categories); with more than 20 of them it gives an :class:`IntegerCategoryWarning`.
 7. **Targets**: regression targets are standardised with the training mean and (population) std
    (a target whose standardisation overflows float64 is a ValueError); classification labels become
    ``0..C-1`` in sorted order.
@@ -49,13 +53,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ensemblize._checks import check_finite_real, check_int
+from ensemblize._checks import check_finite_real, check_int, user_stacklevel
 from ensemblize.data.table_columns import (
     CATEGORY_KINDS,
     NUMERIC_KINDS,
     category_kind,
     category_values,
     column_names,
+    iso_date_strings,
     numeric_kind,
     numeric_values,
     time_zone_aware,
@@ -65,6 +70,9 @@ from ensemblize.data.tables import TableSplits, TabularDataset, _check_task, det
 __all__ = [
     "MISSING_CATEGORY",
     "IdentifierColumnWarning",
+    "UnknownCategoryWarning",
+    "DateStringWarning",
+    "IntegerCategoryWarning",
     "TabularPreprocessor",
     "PreparedTable",
     "prepare",
@@ -77,11 +85,25 @@ MISSING_CATEGORY = "<missing>"
 _BOUNDS_THRESHOLD = 1e-7  # scikit-learn's QuantileTransformer constant
 _STATE_VERSION = 2
 _ID_MIN_ROWS = 20
+#: more distinct values than this in an object column of integers (read as codes) gets a warning
+_MANY_INTEGER_LEVELS = 20
 _MAX_COLUMNS = 1_000_000  # bound on sizes read from a saved config
 
 
 class IdentifierColumnWarning(UserWarning):
     """A feature column is unique on every training row (an ID): it cannot generalise."""
+
+
+class DateStringWarning(UserWarning):
+    """A feature column holds ISO 8601 date strings, read as categories: parse it to use it as a time."""
+
+
+class IntegerCategoryWarning(UserWarning):
+    """An ``object`` column of integers with many distinct values is read as categories (integer codes)."""
+
+
+class UnknownCategoryWarning(UserWarning):
+    """Rows to predict hold a categorical value never seen in training: its one-hot block is all zero."""
 
 
 def quantile_normal_transform(X: np.ndarray, quantiles: np.ndarray, references: np.ndarray) -> np.ndarray:
@@ -238,6 +260,8 @@ class TabularPreprocessor:
             self._fit_category(X[c], c)
         self.categorical_ = list(self.categories_)
         self._warn_identifiers(X, numeric, cats)
+        self._warn_date_strings(X, cats)
+        self._warn_integer_objects(X, cats)
         self.n_train_ = len(X)
         self._fit_quantiles(X)
         self._fit_target(y, n=len(X))
@@ -283,7 +307,7 @@ class TabularPreprocessor:
             if nan.any():
                 self.indicators_.append(c)
             if np.unique(finite).size <= 1:
-                self.dropped_[c] = f"constant numeric column (value {finite[0]!r})"
+                self.dropped_[c] = f"constant numeric column (value {float(finite[0])!r})"
             else:
                 kept.append(c)
         self.numeric_ = kept
@@ -305,6 +329,38 @@ class TabularPreprocessor:
         self.category_kinds_[c] = kind
         self.categories_[c] = cats
 
+    def _warn_date_strings(self, X: pd.DataFrame, cats: list[str]) -> None:
+        """Warn about categorical columns whose every value is an ISO 8601 date string."""
+        dates = [c for c in cats if iso_date_strings(X[c])]
+        if dates:
+            example = X[dates[0]].dropna().iloc[0]
+            warnings.warn(
+                f"column(s) {dates} hold date strings (e.g. {example!r}) and are read as categories, one "
+                "per distinct date (a date not seen in training matches none); to use them as times "
+                "(seconds since 1970), parse them first: X[col] = pd.to_datetime(X[col])",
+                DateStringWarning,
+                stacklevel=user_stacklevel(),
+            )
+
+    def _warn_integer_objects(self, X: pd.DataFrame, cats: list[str]) -> None:
+        """Warn about ``object`` columns of integers read as categories with many levels."""
+        many = [
+            c
+            for c in cats
+            if pd.api.types.is_object_dtype(X[c].dtype)
+            and self.category_kinds_.get(c) == "number"
+            and len(self.categories_.get(c, ())) > _MANY_INTEGER_LEVELS
+        ]
+        if many:
+            levels = ", ".join(f"{c!r}: {len(self.categories_[c])}" for c in many)
+            warnings.warn(
+                f"object column(s) of integers are read as categories, one per value ({levels} levels); "
+                "if they are quantities, not codes, give them a numeric dtype first: "
+                "X[col] = pd.to_numeric(X[col])",
+                IntegerCategoryWarning,
+                stacklevel=user_stacklevel(),
+            )
+
     def _warn_identifiers(self, X: pd.DataFrame, numeric: list[str], cats: list[str]) -> None:
         """Warn about columns that look like row identifiers (all distinct; integers: a dense run)."""
         n = len(X)
@@ -315,12 +371,14 @@ class TabularPreprocessor:
                 continue  # continuous measurements and timestamps are often all distinct
             if c not in numeric and c not in cats:  # pragma: no cover - every column is one or the other
                 continue
+            if c in cats and iso_date_strings(X[c]):
+                continue  # dates, all distinct: the date-string warning says what to do instead
             if X[c].notna().all() and X[c].nunique(dropna=True) == n and _id_like(X[c], numeric=c in numeric):
                 warnings.warn(
                     f"column {c!r} has a different value on every one of the {n} training rows; it looks "
                     "like an identifier and cannot generalise — drop it",
                     IdentifierColumnWarning,
-                    stacklevel=4,
+                    stacklevel=user_stacklevel(),
                 )
 
     def _fit_quantiles(self, X: pd.DataFrame) -> None:
@@ -396,7 +454,7 @@ class TabularPreprocessor:
                 f"fitted on {self.columns_}"
             )
 
-    def _one_hot(self, X: pd.DataFrame, c: str) -> np.ndarray:
+    def _one_hot(self, X: pd.DataFrame, c: str, unknown: dict[str, tuple[int, object]]) -> np.ndarray:
         values, missing = category_values(X[c], self.category_kinds_[c])
         if missing.any():
             if not self.impute:
@@ -407,10 +465,17 @@ class TabularPreprocessor:
         block = np.zeros((len(X), len(cats)), dtype=np.float32)
         seen = codes >= 0
         block[np.flatnonzero(seen), codes[seen]] = 1.0
+        if not seen.all():
+            unknown[c] = (int((~seen).sum()), X[c].to_numpy(dtype=object)[np.flatnonzero(~seen)[0]])
         return block
 
-    def transform(self, X: pd.DataFrame | np.ndarray) -> np.ndarray:
-        """Features -> float32 ``(N, n_features_out_)`` (numeric block, one-hot blocks, missing indicators)."""
+    def transform(self, X: pd.DataFrame | np.ndarray, *, warn_unknown: bool = False) -> np.ndarray:
+        """Features -> float32 ``(N, n_features_out_)`` (numeric block, one-hot blocks, missing indicators).
+
+        A categorical value not seen in training gets an all-zero one-hot block ("no known
+        category"); ``warn_unknown=True`` (the estimators' ``predict``) says so in one
+        :class:`UnknownCategoryWarning` naming each such column, its row count and an example value.
+        """
         self._check_fitted()
         X = as_table_frame(X)
         self._columns_for(X)
@@ -421,7 +486,16 @@ class TabularPreprocessor:
             parts.append(
                 quantile_normal_transform(self._numeric_matrix(X), self.quantiles_, self.references_)
             )
-        parts.extend(self._one_hot(X, c) for c in self.categorical_)
+        unknown: dict[str, tuple[int, object]] = {}
+        parts.extend(self._one_hot(X, c, unknown) for c in self.categorical_)
+        if unknown and warn_unknown:
+            listed = "; ".join(f"{c!r}: {n} row(s), e.g. {v!r}" for c, (n, v) in unknown.items())
+            warnings.warn(
+                f"{len(X)} row(s) to predict hold categories never seen in training ({listed}); each is "
+                "read as no known category (an all-zero one-hot block)",
+                UnknownCategoryWarning,
+                stacklevel=user_stacklevel(),
+            )
         for c in self.indicators_:
             parts.append(np.isnan(self._numeric_column(X, c, self.numeric_kinds_[c]))[:, None])
         if not parts:

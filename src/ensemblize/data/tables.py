@@ -341,7 +341,8 @@ def detect_column_types(X: pd.DataFrame, *, categorical: Sequence[str] = ()) -> 
     """Split ``X``'s columns into (numeric, categorical) by the module's rule.
 
     Numeric: a numeric, non-boolean pandas dtype (integers with few distinct values stay numeric),
-    an ``object`` column of real numbers that are not all integers (:func:`_object_of_numbers`),
+    an ``object`` column of real numbers that are not all integers or of ``Decimal`` values
+    (:func:`_object_of_numbers`),
     or a datetime / timedelta
     column (see :func:`ensemblize.data.table_columns.time_kind`). Categorical: other object, string,
     category and bool columns (strings are never parsed as numbers here: ``"1.5"`` or a ``"?"``
@@ -369,7 +370,8 @@ def detect_column_types(X: pd.DataFrame, *, categorical: Sequence[str] = ()) -> 
 
 
 def _object_of_numbers(col: pd.Series) -> bool:
-    """An ``object`` column whose non-missing values are real numbers, at least one not an integer.
+    """An ``object`` column whose non-missing values are real numbers, at least one not an integer,
+    or are all ``decimal.Decimal`` (a SQL ``NUMERIC`` column read by ``pd.read_sql``: a measurement).
 
     Such a column is what ``df.astype(object)``, a row-wise constructor or a mixed-type source
     gives for measurements; reading it as categories would one-hot every distinct value. An
@@ -378,7 +380,7 @@ def _object_of_numbers(col: pd.Series) -> bool:
     """
     if not pd.api.types.is_object_dtype(col.dtype) or not col.notna().any():
         return False
-    return pd.api.types.infer_dtype(col, skipna=True) in ("floating", "mixed-integer-float")
+    return pd.api.types.infer_dtype(col, skipna=True) in ("floating", "mixed-integer-float", "decimal")
 
 
 def _few_whole_numbers(y: pd.Series, limit: int = 20) -> bool:

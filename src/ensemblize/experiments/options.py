@@ -36,18 +36,15 @@ def device(value: str | None, *, option: str = "--device") -> str | None:
         return None
     import torch
 
+    from ensemblize._checks import device_unavailable
+
     try:
         dev = torch.device(value)
     except (RuntimeError, TypeError) as exc:
         raise OptionError(option, f"is not a torch device: {value!r}") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise OptionError(
-            option, f"{value!r} is not available: this torch build or machine has no CUDA device"
-        )
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise OptionError(option, f"{value!r} is not available: {torch.cuda.device_count()} CUDA device(s)")
-    if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise OptionError(option, f"{value!r} is not available on this machine")
+    why = device_unavailable(dev)
+    if why is not None:
+        raise OptionError(option, f"{value!r} is not available: {why}")
     return value
 
 

@@ -47,7 +47,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
-from ensemblize._checks import check_bool, check_choice, check_int, check_positive, check_size
+from ensemblize._checks import check_bool, check_choice, check_device, check_int, check_positive, check_size
 from ensemblize.checkpoint import load_checkpoint, load_state_strict, save_checkpoint
 from ensemblize.data.table_preprocessing import TabularPreprocessor
 from ensemblize.models.temperature_scaling import fit_temperature
@@ -245,10 +245,7 @@ class TabularEnsembleEstimator(TablePipeline):
         check_bool(self.per_member_batches, name="per_member_batches")
         check_bool(self.verbose, name="verbose")
         self._validate_pipeline_params()
-        try:
-            torch.device(self.device)
-        except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"device {self.device!r} is not a valid torch device") from exc
+        check_device(self.device)
         self._validate_model_params()
 
     def fit(
@@ -560,10 +557,7 @@ class TabularEnsembleEstimator(TablePipeline):
     @staticmethod
     def _load_device(saved: str, requested: str | torch.device | None) -> str:
         if requested is not None:
-            try:
-                return str(torch.device(requested))
-            except (RuntimeError, TypeError) as exc:
-                raise ValueError(f"device {requested!r} is not a valid torch device") from exc
+            return str(check_device(requested))
         dev = torch.device(saved)
         if dev.type == "cuda" and not torch.cuda.is_available():
             warnings.warn(f"saved on {saved!r}, which is not available here; loading on 'cpu'", stacklevel=3)

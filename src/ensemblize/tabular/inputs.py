@@ -71,6 +71,19 @@ def as_frame(X: Any, *, name: str) -> pd.DataFrame:
     return frame.infer_objects() if arr.dtype == object else frame
 
 
+def _check_one_label_type(arr: np.ndarray, *, name: str) -> None:
+    """A ValueError when an object target mixes strings with other values (``1`` and ``"Adelie"``)."""
+    observed = [v for v in arr if not pd.isna(v)]
+    strings = [v for v in observed if isinstance(v, str)]
+    others = [v for v in observed if not isinstance(v, str)]
+    if strings and others:
+        kinds = sorted({type(v).__name__ for v in observed})
+        raise ValueError(
+            f"Unknown label type: {name} mixes label types {kinds} (e.g. {others[0]!r} and {strings[0]!r}); "
+            "make every label a string, or every label a number"
+        )
+
+
 def as_target(y: Any, *, name: str, n: int) -> np.ndarray:
     """``y`` as a 1-D array of ``n`` labels / values; ``(n, 1)`` is flattened with a DataConversionWarning."""
     from sklearn.exceptions import DataConversionWarning
@@ -105,6 +118,10 @@ def as_target(y: Any, *, name: str, n: int) -> np.ndarray:
         inferred = pd.Series(arr).infer_objects()  # numbers held in an object array -> their dtype
         if pd.api.types.is_numeric_dtype(inferred.dtype) and not pd.api.types.is_bool_dtype(inferred.dtype):
             arr = inferred.to_numpy()
+        elif pd.api.types.infer_dtype(arr, skipna=True) == "decimal":  # SQL NUMERIC via pd.read_sql
+            arr = pd.to_numeric(pd.Series(arr), errors="raise").to_numpy(dtype=np.float64)
+        else:
+            _check_one_label_type(arr, name=name)
     if np.iscomplexobj(arr):
         raise ValueError(f"{name} has complex dtype {arr.dtype}; Complex data not supported")
     if pd.isna(arr).any():

@@ -8,7 +8,8 @@ all of them read a raw DataFrame by the same rules:
    (columns ``x0, x1, …``); never modified; sparse input and MultiIndex columns are errors saying so.
    ``y`` of shape ``(N, 1)`` is flattened with scikit-learn's ``DataConversionWarning``.
 2. validation rows: ``eval_set=(X_val, y_val)``, or a seeded ``val_fraction`` split (stratified for
-   classification when every class has ≥ 2 rows).
+   classification where every class fits; a class seen on one row always stays in training —
+   :func:`ensemblize.tabular.holdout.holdout_indices`).
 3. :class:`ensemblize.data.table_preprocessing.TabularPreprocessor` fitted on the training rows
    (``impute=True`` by default: median + missing indicator / missing category; column kinds fixed so
    a column keeps its meaning whatever dtype it arrives in later; datetimes as seconds).
@@ -19,7 +20,6 @@ Subclasses set ``_regression`` and store ``impute``, ``random_state`` and ``val_
 from __future__ import annotations
 
 import inspect
-import warnings
 from numbers import Integral
 from typing import Any, ClassVar
 
@@ -30,6 +30,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ensemblize._checks import check_bool, check_int
 from ensemblize.data.table_preprocessing import TabularPreprocessor
+from ensemblize.tabular.holdout import holdout_indices
 from ensemblize.tabular.inputs import as_frame, as_target, check_real
 
 __all__ = ["TablePipeline", "estimator_init"]
@@ -63,7 +64,10 @@ def _align_columns(frame: pd.DataFrame, columns: list[str], *, name: str, fitted
     """``frame``'s columns matched to the fitted ``columns`` (strings) by name, in the fitted order.
 
     Names compare as strings, so integer column names (which scikit-learn's own name check skips)
-    are matched by name too: a reordered frame is put back in order, never read by position. A frame
+    are matched by name too: a reordered frame is put back in order, never read by position. (At
+    ``predict``, scikit-learn's check runs first and rejects string names in another order —
+    "Feature names must be in the same order as they were in fit" — as ``check_estimator``
+    requires; ``eval_set`` and integer names reach this function and are reordered.) A frame
     whose names are not the fitted ones is read by position only when none of them is a fitted name
     (e.g. a frame built from an array after fitting on an array); a partial match is a ValueError
     naming the missing and unexpected columns.
@@ -156,8 +160,6 @@ class TablePipeline(BaseEstimator):
             if len(va_frame) == 0:
                 raise ValueError("eval_set X has 0 rows; early stopping needs at least 1 validation row")
             return frame, yarr, va_frame, as_target(eval_set[1], name="eval_set y", n=len(va_frame))
-        from sklearn.model_selection import train_test_split
-
         n = len(frame)
         n_val = max(1, int(round(self.val_fraction * n)))
         if n - n_val < 2:
@@ -166,13 +168,12 @@ class TablePipeline(BaseEstimator):
                 f"validation leaves {n - n_val} training row(s), fewer than 2; pass more rows or "
                 "eval_set=(X_val, y_val)"
             )
-        strat = None
-        if not self._regression:
-            _, counts = np.unique(yarr, return_counts=True)
-            if counts.min() >= 2 and n_val >= len(counts) and n - n_val >= len(counts):
-                strat = yarr
-        tr_idx, va_idx = train_test_split(np.arange(n), test_size=n_val, random_state=seed, stratify=strat)
-        tr_idx, va_idx = np.sort(tr_idx), np.sort(va_idx)
+        try:  # a class seen on one row stays in training (it could never be predicted otherwise)
+            tr_idx, va_idx = holdout_indices(yarr, n_holdout=n_val, seed=seed, classify=not self._regression)
+        except ValueError as err:
+            raise ValueError(
+                f"val_fraction={self.val_fraction}: {err}; pass eval_set=(X_val, y_val)"
+            ) from None
         return frame.iloc[tr_idx], yarr[tr_idx], frame.iloc[va_idx], yarr[va_idx]
 
     def _frame_for_eval(self, X_val: Any, train_frame: pd.DataFrame) -> pd.DataFrame:
@@ -225,9 +226,7 @@ class TablePipeline(BaseEstimator):
         """
         tr_frame, y_tr, va_frame, y_va = self._validation_split(frame, yarr, eval_set, seed)
         prep = TabularPreprocessor(task=self._task, seed=seed, impute=bool(self.impute))
-        with warnings.catch_warnings():
-            warnings.simplefilter("always")  # an ID-column warning each fit, not once per session
-            prep.fit(tr_frame, y_tr if self._regression else None)
+        prep.fit(tr_frame, y_tr if self._regression else None)  # warnings under the user's filters
         self.preprocessor_ = prep
         if prep.n_features_out_ == 0:
             raise ValueError(f"every column is constant on the training rows: dropped {prep.dropped_}")
@@ -242,4 +241,4 @@ class TablePipeline(BaseEstimator):
     def _transform_for_predict(self, X: Any, *, fitted: str) -> np.ndarray:
         """Checked, preprocessed prediction rows ``(N, n_features_out_)`` float32."""
         check_is_fitted(self, fitted)
-        return self.preprocessor_.transform(self._frame_for_predict(X))
+        return self.preprocessor_.transform(self._frame_for_predict(X), warn_unknown=True)

@@ -59,6 +59,7 @@ from ensemblize._checks import (
     check_int,
     check_positive,
 )
+from ensemblize.tabular.holdout import holdout_indices
 
 __all__ = [
     "METRICS",
@@ -195,29 +196,13 @@ def _split(
     the model never trains on could not be predicted, and its one row in a validation split would
     make that class unknown to the trial's estimator. ``val_fraction`` is a share of all rows.
     """
-    from sklearn.model_selection import train_test_split
-
-    yarr = np.asarray(y)
-    n = len(yarr)
+    n = len(np.asarray(y))
     if len(X) != n:
         raise ValueError(f"X has {len(X)} rows but y has {n} entries")
-    n_val = int(round(val_fraction * n))
-    pool, kept = np.arange(n), np.arange(0)
-    strat = None
-    if classify:
-        _, inverse, counts = np.unique(yarr, return_inverse=True, return_counts=True)
-        single = counts[inverse] < 2
-        pool, kept = np.flatnonzero(~single), np.flatnonzero(single)
-        left = counts[counts >= 2]
-        if len(left) and min(n_val, len(pool) - n_val) >= len(left):
-            strat = yarr[pool]
-    if n_val < 1 or n_val >= len(pool):
-        raise ValueError(
-            f"val_fraction={val_fraction} leaves {n_val} validation rows out of {n}"
-            + (f" ({len(kept)} row(s) of classes seen once stay in training)" if len(kept) else "")
-        )
-    tr, va = train_test_split(pool, test_size=n_val, random_state=seed, stratify=strat)
-    return np.sort(np.concatenate([tr, kept])), np.sort(va)
+    try:
+        return holdout_indices(y, n_holdout=int(round(val_fraction * n)), seed=seed, classify=classify)
+    except ValueError as err:
+        raise ValueError(f"val_fraction={val_fraction}: {err}") from None
 
 
 def _score(estimator: Any, X: Any, y: Any, metric: str) -> float:
@@ -908,6 +893,24 @@ def _check_out(out: Path, *, overwrite: bool) -> None:
         )
 
 
+def _parse_date_columns(X: Any, *, echo: Callable[[str], None] | None) -> Any:
+    """``X`` with each column of ISO 8601 date strings parsed as datetimes (a copy where any is)."""
+    import pandas as pd
+
+    from ensemblize.data.table_columns import iso_date_strings
+
+    parsed = {}
+    for c in X.columns:
+        if iso_date_strings(X[c]):
+            try:
+                parsed[c] = pd.to_datetime(X[c], format="ISO8601")
+            except (ValueError, TypeError):  # e.g. mixed UTC offsets: left as text (the estimator warns)
+                continue
+    if parsed and echo is not None:
+        echo(f"date column(s) read as datetimes: {list(parsed)}")
+    return X.assign(**parsed) if parsed else X
+
+
 def tune_csv(
     path: str | os.PathLike,
     *,
@@ -934,6 +937,11 @@ def tune_csv(
     table, validation and test scores), ``out/results.json`` (the best estimator's record, as every
     ensemblize command writes), ``out/trials.png`` (validation score per trial) and
     ``out/report.html``. Returns the report dict.
+
+    A feature column whose every value is an ISO 8601 date or date-time (``2001-02-03``,
+    ``2001-02-03 04:05:06``, …) is read as a datetime column (seconds since 1970 to the model),
+    not one category per date; ``echo`` names such columns. The saved model reads them from
+    datetimes or from the same strings.
 
     Args:
         path: a CSV file with a header row.
@@ -970,7 +978,7 @@ def tune_csv(
     y = frame[target]
     if y.isna().any():
         raise ValueError(f"target column {target!r} has {int(y.isna().sum())} missing value(s) (NaN)")
-    X = frame.drop(columns=[target])
+    X = _parse_date_columns(frame.drop(columns=[target]), echo=echo)
     task = _infer_task(y, target=target, task=task)
     if echo is not None:
         echo(_task_rule(y, task))
