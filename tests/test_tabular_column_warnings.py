@@ -104,6 +104,10 @@ def test_unseen_categories_at_predict_warn_with_the_column_count_and_an_example(
     # an unseen value is no known category: any two unseen values give the same row
     np.testing.assert_array_equal(proba[1], proba[3])
     assert not np.array_equal(proba[0], proba[1])
+    with pytest.warns(
+        UnknownCategoryWarning, match=r"'s': 1 row\(s\), e\.g\. a missing value \(none in training\)"
+    ):
+        est.predict_proba(X.iloc[[0]].assign(s=[None]))
 
 
 def test_a_bool_column_read_back_from_yes_and_no():

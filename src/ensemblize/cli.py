@@ -533,7 +533,11 @@ def tune(
     time_budget: str = typer.Option(
         "10m",
         "--time",
-        help="Time budget (90s, 10m, 1h30m; a bare number is seconds); no new trial starts after it.",
+        help=(
+            "Time budget (90s, 10m, 1h30m; a bare number is seconds): no new trial starts after it; the "
+            "trial running then finishes and the best one is refitted, so the run can exceed it by about "
+            "two fits (a fit is 3 networks, up to 80 / 200 epochs)."
+        ),
     ),
     trials: Optional[int] = typer.Option(  # noqa: UP045
         None, "--trials", min=1, help="Trial budget (stops at whichever of --time / --trials comes first)."

@@ -85,6 +85,8 @@ MISSING_CATEGORY = "<missing>"
 _BOUNDS_THRESHOLD = 1e-7  # scikit-learn's QuantileTransformer constant
 _STATE_VERSION = 2
 _ID_MIN_ROWS = 20
+#: how an unseen missing value is named in an UnknownCategoryWarning (no missing value in training)
+_MISSING_UNSEEN = "a missing value (none in training)"
 #: more distinct values than this in an object column of integers (read as codes) gets a warning
 _MANY_INTEGER_LEVELS = 20
 _MAX_COLUMNS = 1_000_000  # bound on sizes read from a saved config
@@ -466,7 +468,8 @@ class TabularPreprocessor:
         seen = codes >= 0
         block[np.flatnonzero(seen), codes[seen]] = 1.0
         if not seen.all():
-            unknown[c] = (int((~seen).sum()), X[c].to_numpy(dtype=object)[np.flatnonzero(~seen)[0]])
+            first = X[c].to_numpy(dtype=object)[np.flatnonzero(~seen)[0]]
+            unknown[c] = (int((~seen).sum()), _MISSING_UNSEEN if pd.isna(first) else first)
         return block
 
     def transform(self, X: pd.DataFrame | np.ndarray, *, warn_unknown: bool = False) -> np.ndarray:
@@ -489,7 +492,10 @@ class TabularPreprocessor:
         unknown: dict[str, tuple[int, object]] = {}
         parts.extend(self._one_hot(X, c, unknown) for c in self.categorical_)
         if unknown and warn_unknown:
-            listed = "; ".join(f"{c!r}: {n} row(s), e.g. {v!r}" for c, (n, v) in unknown.items())
+            listed = "; ".join(
+                f"{c!r}: {n} row(s), e.g. {v if v is _MISSING_UNSEEN else repr(v)}"
+                for c, (n, v) in unknown.items()
+            )
             warnings.warn(
                 f"{len(X)} row(s) to predict hold categories never seen in training ({listed}); each is "
                 "read as no known category (an all-zero one-hot block)",

@@ -264,6 +264,16 @@ def _member_outputs(est, X: Any, task: str) -> np.ndarray:
 
 def _estimator_metrics(est, splits, task: str) -> tuple[dict[str, float], int]:
     """Test and validation scores (and test diversity) of a fitted estimator; its member count."""
+    import warnings
+
+    from ensemblize.data.table_preprocessing import UnknownCategoryWarning
+
+    with warnings.catch_warnings():  # test / validation rows of real tables hold unseen categories: expected
+        warnings.simplefilter("ignore", UnknownCategoryWarning)
+        return _scored_parts(est, splits, task)
+
+
+def _scored_parts(est, splits, task: str) -> tuple[dict[str, float], int]:
     out: dict[str, float] = {}
     y_tr = splits.train.y.to_numpy()
     mean, std = (float(np.mean(y_tr)), float(np.std(y_tr))) if task == "regression" else (0.0, 1.0)
