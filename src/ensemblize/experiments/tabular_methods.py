@@ -118,7 +118,11 @@ def defaults_digest() -> str:
         GBDTClassifier,
         GBDTRegressor,
     )
-    text = json.dumps({c.__name__: c().get_params() for c in classes}, sort_keys=True, default=str)
+    # the auto batch size's rule is a default too (a class attribute, not a parameter)
+    defaults = {
+        c.__name__: {**c().get_params(), "auto_batch": getattr(c, "_small_auto_batch", None)} for c in classes
+    }
+    text = json.dumps(defaults, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

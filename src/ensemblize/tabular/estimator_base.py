@@ -165,6 +165,8 @@ class TabularEnsembleEstimator(TablePipeline):
     """
 
     _embeddings: ClassVar[tuple[str, ...]] = ("piecewise",)
+    #: ``batch_size="auto"`` on up to 10k training rows (:func:`~ensemblize.tabular.train.auto_batch_size`)
+    _small_auto_batch: ClassVar[int] = 256
 
     # -- hooks ---------------------------------------------------------------------------------
     def _validate_model_params(self) -> None:  # pragma: no cover - abstract
@@ -279,7 +281,8 @@ class TabularEnsembleEstimator(TablePipeline):
         self.seed_ = seed = self._seed()
         x_tr, t_tr, x_va, t_va = map(torch.from_numpy, self._preprocess(frame, yarr, eval_set, seed))
         self._fit_bins(x_tr, t_tr)
-        self.batch_size_ = auto_batch_size(len(x_tr)) if self.batch_size == "auto" else int(self.batch_size)
+        auto = auto_batch_size(len(x_tr), small=self._small_auto_batch)
+        self.batch_size_ = auto if self.batch_size == "auto" else int(self.batch_size)
         device = torch.device(self.device)
         x_tr, t_tr, x_va, t_va = (t.to(device) for t in (x_tr, t_tr, x_va, t_va))
         stop = _CallbackRelay(callbacks)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from ensemblize._checks import check_choice
+from ensemblize._checks import check_choice, check_int
 from ensemblize.members import check_members
 from ensemblize.training import fit, predict_outputs
 from ensemblize.training.data import row_order
@@ -53,10 +53,15 @@ MONITORS = ("accuracy", "log_loss")
 _FIT_MONITOR = {"accuracy": "val_accuracy", "log_loss": "val_nll"}
 
 
-def auto_batch_size(n_train: int) -> int:
-    """TabM-style batch size by training-set size: 256 up to 10k rows, 512 up to 50k, else 1024."""
+def auto_batch_size(n_train: int, *, small: int = 256) -> int:
+    """TabM-style batch size by training-set size: ``small`` up to 10k rows, 512 up to 50k, else 1024.
+
+    ``small`` is TabM's 256 by default; ``LoMETabRegressor`` uses 128 (chosen on validation across
+    six regression tables of 659–4,000 training rows and three splits; docs/results/tabular_bench.md).
+    """
+    check_int(small, name="small", minimum=1)
     if n_train <= 10_000:
-        return 256
+        return int(small)
     if n_train <= 50_000:
         return 512
     return 1024
