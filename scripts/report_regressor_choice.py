@@ -75,20 +75,27 @@ def main() -> None:
         if any(len(v) != 3 for v in mine.values()) or None in others:
             continue
         row = {n: float(np.mean(v)) for n, v in mine.items()}
-        r = {n: float(rankdata([row[n], *others])[0]) for n in row}
+        r = {}
         for n in row:
-            ranks[n, s, t in CORE].append(r[n])
+            four = rankdata([row[n], *others])
+            r[n] = float(four[0])
+            for m, rank in zip(("lometab", *FIELD), four, strict=True):
+                ranks[n, m, s, t in CORE].append(float(rank))
         print(
             f"{t:>10} {s:>5} | {row['default']:.4f}   {row[args.setting]:.4f} | "
             + "   ".join(f"{v:.4f}" for v in others)
             + f" | {r['default']:.0f} / {r[args.setting]:.0f}"
         )
+    print(
+        "mean test rank of 4 (LoMETab / TabM / XGBoost / CatBoost), with LoMETab = the default | the setting:"
+    )
     for core, label in ((True, "3 benchmark tables"), (False, "3 extension tables")):
-        for s in sorted({s for (_, s, c) in ranks if c == core}):
-            d, c = ranks["default", s, core], ranks[args.setting, s, core]
-            print(
-                f"split {s}, {label}: mean test rank default {np.mean(d):.2f}, {args.setting} {np.mean(c):.2f}"
-            )
+        for s in sorted({s for (_, _, s, c) in ranks if c == core}):
+            text = [
+                " / ".join(f"{np.mean(ranks[n, m, s, core]):.2f}" for m in ("lometab", *FIELD))
+                for n in ("default", args.setting)
+            ]
+            print(f"  split {s}, {label}: {text[0]} | {text[1]}")
 
 
 if __name__ == "__main__":
