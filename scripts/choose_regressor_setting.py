@@ -24,6 +24,14 @@ Rule, two stages:
    0, 1, 2 = 18 cells, that setting against the default alone: it replaces the default only if its
    mean rank over the 18 cells is lower (it wins more than half the cells); a tie keeps the default.
 
+Rounds (``--round``; :data:`ROUNDS`): **7** — the candidates above (its default pinned to
+``batch_size=256``, what "auto" meant on these tables when it ran; ``batch128`` won and is now the
+default). **8** — the same rule from round 7's winner (the shipped default, auto batch 128), with five
+single-knob changes aimed at small regression tables: ``n_bins`` 16 (coarser piecewise-linear
+embeddings), ``init_scale`` 2.0 and 8.0 (less / more member diversity), ``n_blocks`` 3 and
+``members`` 32; its default's fits are round 7's ``batch128`` fits (``--import-default
+regsel.jsonl:batch128``: the same fits, as "auto" now resolves to 128 there).
+
 Each fit is :func:`ensemblize.experiments.tabular_methods.tabular_job` (method ``lometab``, budget
 ``full``, the candidate's overrides) — exactly the benchmark's job — one JSON line per fit in
 ``--out``; a rerun skips the fits already there. ``--import RUN_DIR`` first copies the default's
@@ -44,14 +52,28 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import rankdata
 
-CANDIDATES: dict[str, dict] = {
-    "default": {},
-    "batch128": {"batch_size": 128},
-    "batch64": {"batch_size": 64},
-    "dropout0.1": {"dropout": 0.1},
-    "wd3e-3": {"weight_decay": 3e-3},
-    "lr1e-3": {"lr": 1e-3},
+#: round -> candidates (name -> overrides of the shipped regressor); "default" is the round's baseline
+ROUNDS: dict[int, dict[str, dict]] = {
+    # round 7 ran when "auto" meant 256 on these tables; pinning 256 reproduces that default here
+    7: {
+        "default": {"batch_size": 256},
+        "batch128": {"batch_size": 128},
+        "batch64": {"batch_size": 64},
+        "dropout0.1": {"dropout": 0.1},
+        "wd3e-3": {"weight_decay": 3e-3},
+        "lr1e-3": {"lr": 1e-3},
+    },
+    # round 8, from round 7's winner (now the default, auto batch 128): the embedding, diversity and depth
+    8: {
+        "default": {},
+        "bins16": {"n_bins": 16},
+        "init2": {"init_scale": 2.0},
+        "init8": {"init_scale": 8.0},
+        "depth3": {"n_blocks": 3},
+        "k32": {"members": 32},
+    },
 }
+
 SCREEN_TABLES = ("concrete", "wage", "nmes")
 CONFIRM_TABLES = ("concrete", "ames", "wage", "deliveries", "computers", "nmes")
 SPLITS = (0, 1, 2)
@@ -83,6 +105,20 @@ def import_run(run_dir: Path, out: Path) -> int:
     return n
 
 
+def import_candidate(source: Path, name: str, out: Path) -> int:
+    """Append ``source``'s records of candidate ``name`` to ``out`` as ``"default"`` (not yet there)."""
+    have = {(r["candidate"], r["dataset"], r["split_seed"], r["seed"]) for r in load(out)}
+    n = 0
+    with out.open("a") as f:
+        for rec in load(source):
+            key = ("default", rec["dataset"], rec["split_seed"], rec["seed"])
+            if rec["candidate"] == name and key not in have:
+                f.write(json.dumps({**rec, "candidate": "default", "imported_as": name}) + "\n")
+                have.add(key)
+                n += 1
+    return n
+
+
 def cell_means(records: list[dict], names, tables) -> dict[tuple[str, int], dict[str, float]]:
     """(table, split) -> {setting: seed-mean validation RMSE}, only cells where every setting has 3 seeds."""
     vals = defaultdict(list)
@@ -104,8 +140,8 @@ def mean_ranks(cells: dict[tuple[str, int], dict[str, float]], names) -> dict[st
     return {n: float(np.mean(ranks[n])) for n in names}
 
 
-def report(records: list[dict]) -> None:
-    screen_names = list(CANDIDATES)
+def report(records: list[dict], candidates: dict[str, dict]) -> None:
+    screen_names = list(candidates)
     cells = cell_means(records, screen_names, SCREEN_TABLES)
     print(f"stage 1: {len(cells)} of {len(SCREEN_TABLES) * len(SPLITS)} cells complete")
     for (t, s), scores in cells.items():
@@ -144,27 +180,38 @@ def main() -> None:
         "--import", dest="imports", type=Path, nargs="*", default=[], help="benchmark run folders"
     )
     parser.add_argument("--report", action="store_true", help="print the rule's result; fit nothing")
+    parser.add_argument("--round", type=int, choices=sorted(ROUNDS), default=7, help="the candidate set")
+    parser.add_argument(
+        "--import-default",
+        default=None,
+        metavar="FILE:NAME",
+        help="copy candidate NAME's records of an earlier round's FILE as this round's default",
+    )
     args = parser.parse_args()
+    candidates = ROUNDS[args.round]
     for run_dir in args.imports:
         print(f"imported {import_run(run_dir, args.out)} default records from {run_dir}")
+    if args.import_default:
+        source, name = args.import_default.rsplit(":", 1)
+        print(f"imported {import_candidate(Path(source), name, args.out)} records of {name} as the default")
     if args.report:
-        report(load(args.out))
+        report(load(args.out), candidates)
         return
     if args.stage is None:
         parser.error("--stage (or --report) is required")
     from ensemblize.experiments.tabular_methods import tabular_job
 
     if args.stage == 1:
-        names = args.candidates.split(",") if args.candidates else list(CANDIDATES)
+        names = args.candidates.split(",") if args.candidates else list(candidates)
         tables = args.tables.split(",") if args.tables else list(SCREEN_TABLES)
     else:
         if not args.candidates:
             parser.error("--stage 2 needs --candidates default,WINNER")
         names = args.candidates.split(",")
         tables = args.tables.split(",") if args.tables else list(CONFIRM_TABLES)
-    unknown = sorted(set(names) - set(CANDIDATES))
+    unknown = sorted(set(names) - set(candidates))
     if unknown:
-        parser.error(f"unknown candidates {unknown}; known: {sorted(CANDIDATES)}")
+        parser.error(f"unknown candidates {unknown}; known: {sorted(candidates)}")
     have = {(r["candidate"], r["dataset"], r["split_seed"], r["seed"]) for r in load(args.out)}
     for t in tables:
         for s in SPLITS:
@@ -173,7 +220,7 @@ def main() -> None:
                     if (n, t, s, seed) in have:
                         continue
                     (rec,) = tabular_job(method="lometab", dataset=t, seed=seed, split_seed=s,
-                                         budget="full", overrides=CANDIDATES[n])  # fmt: skip
+                                         budget="full", overrides=candidates[n])  # fmt: skip
                     with args.out.open("a") as f:
                         f.write(json.dumps({**rec, "candidate": n}) + "\n")
                     print(f"{t} split {s} {n} seed {seed}: val {rec['metrics']['val_rmse']:.4f} "
