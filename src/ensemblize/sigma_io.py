@@ -11,15 +11,15 @@ Files (written atomically by :func:`ensemblize.checkpoint.save_checkpoint`, no p
   the ``sigma_ensemble`` keywords ``members``, ``noise``, ``seed``, ``gate_init`` and ``layers``, the
   layer selection as the list of converted names or ``null`` for all), ``converted`` (the names of
   the σNorm layers, in order), the backbone's class, every state entry's name, shape and dtype in
-  order, ``frozen`` (the parameters with ``requires_grad=False``, re-frozen on load) and the
-  checkpoint hashes (tensor file and metadata).
+  order, ``frozen`` (the parameters with ``requires_grad=False``, re-frozen on load), ``check_rows``
+  (the ensemble's row check, restored on load) and the checkpoint hashes (tensor file and metadata).
 
 Buffers registered with ``persistent=False`` are not part of a ``state_dict``: the reloaded ensemble
 takes them from ``base_model`` (build it as the saved one was built).
 
 Loading converts ``base_model`` again with the saved settings (``noise=0``: the gates come from the
 file, and no random numbers are drawn; ``noise`` and ``seed`` are kept as a record of how the
-ensemble was made), checks that the same layers were converted and that every
+ensemble was made: the loaded ensemble's ``settings`` are the saved ones), checks that the same layers were converted and that every
 state entry matches in name, shape and dtype — the FIRST mismatch is named in a ValueError — then
 loads the tensors strictly. The reloaded ensemble predicts bitwise identically to the saved one (same
 device and dtype) and is returned in eval mode.
@@ -59,7 +59,7 @@ def _entries(state: dict[str, Tensor]) -> list[list[Any]]:
 
 
 def save_ensemble(model: SigmaEnsemble, path: str | os.PathLike) -> Path:
-    """Write ``path.safetensors`` + ``path.json`` for a :class:`~ensemblize.SigmaEnsemble`; returns ``path``.
+    """Write ``path.safetensors`` + ``path.json`` for a :class:`~ensemblize.SigmaEnsemble`; returns the stem.
 
     See the module docstring for the contents. Raises TypeError for anything but a SigmaEnsemble.
     """
@@ -75,9 +75,9 @@ def save_ensemble(model: SigmaEnsemble, path: str | os.PathLike) -> Path:
         "backbone_class": _qualname(model.backbone),
         "entries": _entries(state),
         "frozen": [name for name, p in model.named_parameters() if not p.requires_grad],
+        "check_rows": bool(model.check_rows),
     }
-    save_checkpoint(path, state, meta)
-    return Path(path)
+    return save_checkpoint(path, state, meta)
 
 
 def _structure(settings: dict[str, Any], *, source: str) -> dict[str, Any]:
@@ -175,5 +175,12 @@ def load_ensemble(
         raise CheckpointError(f"{path}.json: key 'frozen' names parameters the ensemble lacks: {unknown[:3]}")
     for name in frozen:
         params[name].requires_grad_(False)
+    # the conversion's record as saved (its noise and seed; the rebuild itself used noise 0 and
+    # then loaded the trained gates), so saving the loaded ensemble writes the same record again
+    ens.settings = {**ens.settings, **{k: v for k, v in meta["settings"].items() if k in ens.settings}}
+    check_rows = meta.get("check_rows", True)  # absent in files written before it was recorded
+    if not isinstance(check_rows, bool):
+        raise CheckpointError(f"{path}.json: key 'check_rows' must be true or false, got {check_rows!r}")
+    ens.check_rows = check_rows
     ens.to(device)
     return ens.eval()

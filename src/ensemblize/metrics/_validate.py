@@ -24,8 +24,14 @@ from .._checks import (
 
 # Row sums of probabilities must equal 1 within this absolute tolerance, chosen by the input's
 # precision: float64 inputs are held to 1e-6, float32 (e.g. a torch softmax) to 1e-4, and
-# half precision to 1e-2.
+# half precision to 1e-2 — and never to less than a float32 softmax over C classes can meet once
+# widened to float64 (its row sum drifts like √C rounding errors of 2⁻²⁴: 4·√C·2⁻²³, 1.2e-6 at
+# 21k classes was seen), see _sum_tolerance.
 _SUM_ATOL = {8: 1e-6, 4: 1e-4, 2: 1e-2}
+
+
+def _sum_tolerance(itemsize: int, n_classes: int) -> float:
+    return max(_SUM_ATOL.get(itemsize, 1e-6), 4.0 * float(np.sqrt(n_classes)) * 2.0**-23)
 
 
 def _itemsize(x: object) -> int:
@@ -60,9 +66,10 @@ def probabilities(
     """Validate probabilities of shape ``(N, C)`` or ``(N, M, C)``; return them as float64.
 
     Raises ValueError for a wrong rank, an empty axis, NaN/inf, negative entries, or a row whose
-    sum is not 1 within the input precision's tolerance (the row index and its sum are named).
+    sum is not 1 within the input precision's tolerance (at least what a float32 softmax over the
+    row's classes can meet; the row index and its sum are named).
     """
-    atol = _SUM_ATOL.get(_itemsize(probs), 1e-6)
+    itemsize = _itemsize(probs)
     arr = as_float_array(probs, name=name)
     ranks = (3,) if require_members else ((2, 3) if allow_members else (2,))
     if arr.ndim not in ranks:
@@ -80,14 +87,18 @@ def probabilities(
             "(softmax outputs), not logits or log-probabilities"
         )
     sums = arr.sum(axis=-1)
+    atol = _sum_tolerance(itemsize, arr.shape[-1])
     bad = np.abs(sums - 1.0) > atol
     if bad.any():
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
         where = f"row {idx[0]}" if len(idx) == 1 else f"row {idx}"
-        raise ValueError(
-            f"{name} {where} sums to {float(sums[idx])!r}, not 1 (tolerance {atol:g}); "
-            "pass probabilities (softmax outputs), not logits"
+        total = float(sums[idx])
+        hint = (
+            "renormalise the rows (p / p.sum(-1, keepdims=True)) if they are probabilities"
+            if abs(total - 1.0) < 1e-2
+            else "pass probabilities (softmax outputs), not logits"
         )
+        raise ValueError(f"{name} {where} sums to {total!r}, not 1 (tolerance {atol:g}); {hint}")
     return arr
 
 

@@ -15,6 +15,7 @@ weight is shared. With ``noise=0.0`` each member reproduces the original model e
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -183,6 +184,29 @@ def _has_hooks(layer: nn.Module) -> bool:
     )
 
 
+#: norm layers with a learnable per-feature affine that σN-Ens leaves shared (named in a warning)
+_UNSUPPORTED_NORMS = tuple(
+    cls
+    for cls in (
+        getattr(nn, "RMSNorm", None),
+        nn.InstanceNorm1d,
+        nn.InstanceNorm2d,
+        nn.InstanceNorm3d,
+        nn.LocalResponseNorm,
+    )
+    if cls is not None
+)
+
+
+def _unsupported_norms(module: nn.Module) -> dict[str, str]:
+    """name -> class name of the norm layers with learnable parameters that are not converted."""
+    return {
+        name: type(m).__name__
+        for name, m in module.named_modules()
+        if isinstance(m, _UNSUPPORTED_NORMS) and any(True for _ in m.parameters(recurse=False))
+    }
+
+
 def convert_norms(
     module: nn.Module,
     *,
@@ -217,6 +241,15 @@ def convert_norms(
             "but override forward, which a σNorm layer cannot reproduce",
             stacklevel=3,
         )
+    if layers is None:
+        other = _unsupported_norms(module)
+        if other:
+            warnings.warn(
+                f"σN conversion left {sorted(other)[:5]}{' …' if len(other) > 5 else ''} shared: their class(es) "
+                f"{sorted(set(other.values()))} are norm layers σN-Ens does not convert (it converts "
+                "BatchNorm, LayerNorm and GroupNorm); they stay one layer for all members",
+                stacklevel=3,
+            )
     aliases: dict[int, list[str]] = {}  # id(layer) -> its qualified names, in module order
     for name, _parent, _attr, layer in slots:
         if not _overrides_forward(layer):
@@ -291,6 +324,9 @@ def _map_outputs(obj: Any, fn: Callable[[Tensor], Tensor]) -> Any:
             return type(obj)(**mapped)
         except TypeError:
             return type(obj)(mapped)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # e.g. HuggingFace-style outputs
+        fields = {f.name: _map_outputs(getattr(obj, f.name), fn) for f in dataclasses.fields(obj) if f.init}
+        return dataclasses.replace(obj, **fields)
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
         return type(obj)(*(_map_outputs(v, fn) for v in obj))
     if isinstance(obj, (list, tuple)):
@@ -416,6 +452,20 @@ def sigma_ensemble(
     members, noise, gate_init = _check_conversion(members, noise, gate_init)
     if seed is not None:
         seed = check_int(seed, name="seed", minimum=0)
+    # a model holding σNorm layers already has a member axis of its own: converting the rest (or
+    # wrapping it again) would mix two member counts, and each sample's output would depend on its
+    # place in the batch
+    done = [
+        name or "(the model)"
+        for name, m in model.named_modules()
+        if isinstance(m, (SigmaNorm, SigmaEnsemble))
+    ]
+    if done:
+        raise ValueError(
+            f"{type(model).__name__} is already a σN ensemble, or partly one: {done[:3]}"
+            f"{' …' if len(done) > 3 else ''} are σNorm layers / σN ensembles; convert the original, "
+            "unconverted model once, choosing every layer to convert with layers="
+        )
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     backbone = copy.deepcopy(model)
     converted = convert_norms(
@@ -425,11 +475,6 @@ def sigma_ensemble(
         if layers is not None:
             raise ValueError(
                 f"layers: the selection {layers!r} matched no norm layer of {type(model).__name__}"
-            )
-        if isinstance(model, SigmaEnsemble) or any(isinstance(m, SigmaNorm) for m in model.modules()):
-            raise ValueError(
-                f"{type(model).__name__} is already a σN ensemble (its norm layers are σNorm layers); "
-                "convert the original, unconverted model"
             )
         custom = sorted({type(m).__name__ for m in model.modules() if _overrides_forward(m)})
         extra = f" (norm subclasses {custom} override forward and cannot be converted)" if custom else ""

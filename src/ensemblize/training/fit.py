@@ -69,7 +69,7 @@ __all__ = [
 
 
 class TrainingDiverged(FloatingPointError, ValueError):
-    """The training loss or a parameter became non-finite (NaN/inf): typically a too-high ``lr``."""
+    """The training loss, the regularizer or a parameter became non-finite (NaN/inf): typically a too-high ``lr``."""
 
 
 @dataclass
@@ -414,12 +414,15 @@ def _train_epoch(run: Run, epoch: int, o: dict) -> tuple[float, float | None, fl
     train_loss = float(sums[0] / sums[2])
     if not math.isfinite(train_loss):
         raise TrainingDiverged(f"training loss is {train_loss} in epoch {epoch + 1}; try a lower lr")
+    reg_mean = float(sums[1] / sums[2]) if run.regularizer is not None else None
+    if reg_mean is not None and not math.isfinite(reg_mean):
+        raise TrainingDiverged(f"the regularizer is {reg_mean} in epoch {epoch + 1}: check what it computes")
     bad = next((n for n, p in run.module.named_parameters() if not bool(torch.isfinite(p).all())), None)
     if bad is not None:
         raise TrainingDiverged(
             f"parameter {bad!r} became non-finite in epoch {epoch + 1} (lr {o['lr']!r}); try a lower lr"
         )
-    return train_loss, (float(sums[1] / sums[2]) if run.regularizer is not None else None), lr_now
+    return train_loss, reg_mean, lr_now
 
 
 def _step(run: Run, batch: Any, grad_clip: float | None) -> Tensor:

@@ -158,8 +158,15 @@ def _task_setup(o: dict, module: nn.Module, train: Source, val: Source | None, d
                 f"must return (B, 1, {f.shape[1]}) (e.g. out.unsqueeze(1)), an ensemble of one-output members "
                 "takes targets (B,)"
             )
-    if loss_fn is None:
-        check_scalar(loss(out, y.to(device)), name="the member loss")  # names a bad output or target layout
+    if (
+        loss_fn is None
+    ):  # names a bad output or target layout, on the probe's rows (not the user's batch size)
+        try:
+            check_scalar(loss(out, y.to(device)), name="the member loss")
+        except ValueError as exc:
+            raise ValueError(
+                f"checking the model on a probe batch of the first {len(y)} training rows: {exc}"
+            ) from exc
     members = _member_count(out, task)
     if o["per_member_batches"] and members is None:
         raise ValueError("per_member_batches needs member outputs (B, M, ...) to read M from")

@@ -1,0 +1,128 @@
+"""Edges a user's own model meets in σN-Ens: a model converted twice, dataclass outputs, norm layers
+that are not converted, a save/load record, and training errors that name their cause."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import ensemblize as ez
+from ensemblize.training import fit
+from ensemblize.training.fit import TrainingDiverged
+
+
+class Two(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.n1, self.b, self.n2, self.o = (
+            nn.Linear(4, 4), nn.LayerNorm(4), nn.Linear(4, 4), nn.LayerNorm(4), nn.Linear(4, 3)
+        )  # fmt: skip
+
+    def forward(self, x):
+        return self.o(self.n2(self.b(self.n1(self.a(x)))))
+
+
+def test_a_partly_converted_model_or_an_ensemble_is_refused():
+    part = ez.sigma_ensemble(Two(), members=2, seed=0, layers=["n1"])
+    with pytest.raises(ValueError, match=r"already a σN ensemble, or partly one: \['n1'\]"):
+        ez.sigma_ensemble(part.backbone, members=3)
+    with pytest.raises(ValueError, match=r"already a σN ensemble, or partly one: \['\(the model\)'"):
+        ez.sigma_ensemble(part, members=2)
+
+
+@dataclasses.dataclass
+class Out:
+    logits: torch.Tensor
+    features: torch.Tensor
+    note: str = "kept"
+
+
+class DataclassNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.n, self.l2 = nn.Linear(4, 6), nn.LayerNorm(6), nn.Linear(6, 3)
+
+    def forward(self, x):
+        h = self.n(self.l1(x))
+        return Out(logits=self.l2(h), features=h)
+
+
+def test_dataclass_outputs_get_the_member_axis_with_the_original_values():
+    torch.manual_seed(0)
+    net = DataclassNet()
+    ens = ez.sigma_ensemble(net, members=3, noise=0.0)
+    x = torch.randn(5, 4)
+    out = ens(x)
+    assert isinstance(out, Out) and out.note == "kept"
+    assert out.logits.shape == (5, 3, 3) and out.features.shape == (5, 3, 6)
+    ref = net(x)
+    for k in range(3):  # noise 0: every member is the original model
+        torch.testing.assert_close(out.logits[:, k], ref.logits)
+        torch.testing.assert_close(out.features[:, k], ref.features)
+
+
+class WithRMS(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.ln, self.rms, self.l2 = nn.Linear(4, 6), nn.LayerNorm(6), nn.RMSNorm(6), nn.Linear(6, 2)
+
+    def forward(self, x):
+        return self.l2(self.rms(self.ln(self.l1(x))))
+
+
+def test_norm_layers_left_shared_are_named():
+    with pytest.warns(UserWarning, match=r"left \['rms'\] shared: their class\(es\) \['RMSNorm'\]"):
+        ens = ez.sigma_ensemble(WithRMS(), members=2)
+    assert ens.converted == ["ln"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an explicit selection is what the user asked for: no warning
+        ez.sigma_ensemble(WithRMS(), members=2, layers=["ln"])
+
+
+def test_load_keeps_the_conversion_record_and_the_row_check(tmp_path):
+    ens = ez.sigma_ensemble(Two(), members=3, noise=0.4, seed=7)
+    ens.check_rows = False
+    stem = ez.save_ensemble(ens, tmp_path / "e")
+    back = ez.load_ensemble(stem, Two())
+    assert back.settings == ens.settings and back.settings["noise"] == 0.4 and back.settings["seed"] == 7
+    assert back.check_rows is False
+    x = torch.randn(4, 4)
+    torch.testing.assert_close(back(x), ens.eval()(x), rtol=0, atol=0)
+    again = ez.load_ensemble(ez.save_ensemble(back, tmp_path / "f"), Two())
+    assert again.settings == ens.settings  # saving a loaded ensemble writes the same record
+
+
+def test_probabilities_of_a_float32_softmax_over_many_classes_pass_in_float64():
+    torch.manual_seed(0)
+    p = (torch.randn(64, 21841) * 3).softmax(-1)
+    y = torch.randint(0, 21841, (64,))
+    assert ez.metrics.ece(p.double(), y) == pytest.approx(ez.metrics.ece(p, y), abs=1e-6)
+    near = np.full((2, 4), 0.25)
+    near[0] *= 1.004
+    with pytest.raises(ValueError, match=r"sums to 1\.004.*renormalise the rows"):
+        ez.metrics.ece(near, np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"not logits"):
+        ez.metrics.ece(np.full((2, 4), 0.5), np.array([0, 1]))
+
+
+def test_fit_names_the_probe_batch_and_a_non_finite_regularizer():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    X, y = torch.randn(40, 4), torch.randint(0, 3, (40,))
+    ens = ez.sigma_ensemble(Two(), members=2)  # (B, 2, 3) outputs: not a regression model's layout
+    with pytest.raises(ValueError, match=r"on a probe batch of the first 2 training rows: .*shape \(2,\)"):
+        fit(ens, (X, y.float()), epochs=1, batch_size=16, task="regression", progress=False)
+    with pytest.raises(TrainingDiverged, match=r"the regularizer is nan in epoch 1"):
+        fit(
+            net,
+            (X, y),
+            epochs=1,
+            batch_size=16,
+            progress=False,
+            regularizer=lambda m: torch.tensor(float("nan")),
+        )
