@@ -14,15 +14,8 @@ import pytest
 import torch
 
 from ensemblize.tabular import LoMETabClassifier, LoMETabRegressor
-
-TINY = {"members": 2, "n_blocks": 1, "d_block": 16, "max_epochs": 3, "patience": 2, "n_networks": 1}
-
-
-def _frame(n=120, seed=0):
-    rng = np.random.default_rng(seed)
-    X = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n), "s": rng.choice(["u", "v", "w"], n)})
-    y = (X["a"] + 0.5 * (X["s"] == "u") > 0).astype(int).to_numpy()
-    return X, y
+from tabular_fixtures import TINY
+from tabular_fixtures import mixed_frame as _frame
 
 
 # ------------------------------------------------------------------------------------------ columns
