@@ -13,6 +13,13 @@ the input:
 * classifiers: ``total_entropy`` H[p̄], ``expected_entropy`` E_k H[p_k] and ``mutual_information``
   (their difference: how much the K members disagree) in nats;
 * regressors: ``mean`` and ``std`` (the member spread) in target units.
+
+What the estimators tell you about a table rather than guess silently (warnings you can filter by
+class, from ``ensemblize.data.tabular``): a column unique on every row (``IdentifierColumnWarning``),
+a text column of ISO dates read as categories — parse it with ``pd.to_datetime`` to use it as a time
+(``DateStringWarning``), an object column of many integers read as codes
+(``IntegerCategoryWarning``), and, at predict time, categories never seen in training
+(``UnknownCategoryWarning``: each is read as no known category).
 """
 
 from __future__ import annotations
