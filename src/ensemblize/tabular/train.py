@@ -57,7 +57,7 @@ def auto_batch_size(n_train: int, *, small: int = 256) -> int:
     """TabM-style batch size by training-set size: ``small`` up to 10k rows, 512 up to 50k, else 1024.
 
     ``small`` is TabM's 256 by default; ``LoMETabRegressor`` uses 128 (chosen on validation across
-    six regression tables of 659–4,000 training rows and three splits; docs/results/tabular_bench.md).
+    six regression tables of 659–6,408 training rows and three splits; docs/results/tabular_bench.md).
     """
     check_int(small, name="small", minimum=1)
     if n_train <= 10_000:
