@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Hashable
 from decimal import Decimal
 from numbers import Integral, Real
@@ -100,7 +101,9 @@ def iso_date_strings(col: pd.Series) -> bool:
     if not (pd.api.types.is_object_dtype(col.dtype) or pd.api.types.is_string_dtype(col.dtype)):
         return False
     observed = col.dropna()
-    if not len(observed) or not all(isinstance(v, str) for v in observed.to_numpy(dtype=object)):
+    if not len(observed) or pd.api.types.infer_dtype(observed, skipna=True) != "string":
+        return False
+    if re.fullmatch(_ISO_DATE, observed.iloc[0]) is None:  # the common case, decided on one value
         return False
     return bool(observed.astype(str).str.fullmatch(_ISO_DATE).all())
 

@@ -348,10 +348,10 @@ def _jobs(settings: dict[str, Any]) -> list[Job]:
             "rewards",
         )
     }
-    if common["data_root"] is not None:  # absolute for the jobs: one may run in another working directory
+    if common["data_root"] is not None:  # absolute for the jobs (one may run in another working
         common["data_root"] = str(
             Path(common["data_root"]).resolve()
-        )  # (the run's settings keep the spelling)
+        )  # directory); settings keep the spelling
     return [
         Job.make(
             "selective",

@@ -192,7 +192,6 @@ _UNSUPPORTED_NORMS = tuple(
         nn.InstanceNorm1d,
         nn.InstanceNorm2d,
         nn.InstanceNorm3d,
-        nn.LocalResponseNorm,
     )
     if cls is not None
 )
@@ -203,7 +202,7 @@ def _unsupported_norms(module: nn.Module) -> dict[str, str]:
     return {
         name: type(m).__name__
         for name, m in module.named_modules()
-        if isinstance(m, _UNSUPPORTED_NORMS) and any(True for _ in m.parameters(recurse=False))
+        if isinstance(m, _UNSUPPORTED_NORMS) and next(m.parameters(recurse=False), None) is not None
     }
 
 
