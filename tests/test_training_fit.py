@@ -198,6 +198,8 @@ def test_lr_factor_equations():
         0.1**2,
     ]
     assert _lr_factor("none", step=3, total_steps=4, epoch=3, step_size=1, gamma=0.5) == 1.0
+    assert [_lr_factor("plateau", step=9, total_steps=10, epoch=9, step_size=1, gamma=0.3, plateau_cuts=c)
+            for c in range(3)] == [1.0, 0.3, 0.3**2]  # fmt: skip
 
 
 def test_schedules_drive_the_optimizer():
@@ -383,6 +385,67 @@ def test_resume_from_mid_run_matches_uninterrupted(tmp_path: Path):
     res = fit(resumed, train, val, epochs=4, optimizer="adamw", early_stopping_patience=3, checkpoint_dir=tmp_path,
               **FAST)  # fmt: skip
     assert res.resumed_from_epoch == 2 and res.epochs_run == 4
+    assert _same_weights(full, resumed)
+
+
+def _plateau_reference(history: list[dict], *, lr: float, step_size: int, gamma: float, patience: int):
+    """The plateau rule replayed from the recorded validation losses: the lr each epoch should have had."""
+    lrs, best, since, cuts = [], math.inf, 0, 0
+    for h in history:
+        lrs.append(lr * gamma**cuts)
+        if h["val_loss"] < best:
+            best, since = h["val_loss"], 0
+        else:
+            since += 1
+            if since < patience and since % step_size == 0:
+                cuts += 1
+    return lrs
+
+
+def _noisy_labels():
+    """Random labels: validation stalls after a few epochs, so the plateau rule has to cut."""
+    (xt, _), (xv, _) = _data(n_train=64, n_val=32)
+    g = torch.Generator().manual_seed(1)
+    return (xt, torch.randint(0, 3, (64,), generator=g)), (xv, torch.randint(0, 3, (32,), generator=g))
+
+
+def test_plateau_schedule_cuts_the_lr_by_its_rule():
+    train, val = _noisy_labels()
+    kw = dict(epochs=30, optimizer="adamw", schedule="plateau", step_size=2, gamma=0.5, monitor="val_loss",
+              early_stopping_patience=7, batch_size=16, progress=False, lr=0.05)  # fmt: skip
+    res = fit(_model(), train, val, **kw)
+    lrs = [h["lr"] for h in res.history]
+    assert lrs == _plateau_reference(res.history, lr=0.05, step_size=2, gamma=0.5, patience=7)
+    assert min(lrs) < 0.05  # the rule did cut at least once on this run
+    # the default step is 5 epochs; without validation data the schedule is refused by name
+    res5 = fit(_model(), train, val, **{**kw, "step_size": None})
+    assert [h["lr"] for h in res5.history] == _plateau_reference(res5.history, lr=0.05, step_size=5, gamma=0.5,
+                                                                  patience=7)  # fmt: skip
+    with pytest.raises(ValueError, match="schedule='plateau'.*needs val"):
+        fit(_model(), train, epochs=2, schedule="plateau", **FAST)
+
+
+def test_resume_keeps_the_plateau_cuts(tmp_path: Path):
+    train, val = _noisy_labels()
+    kw = dict(epochs=14, optimizer="adamw", schedule="plateau", step_size=2, gamma=0.5, monitor="val_loss",
+              early_stopping_patience=9, batch_size=16, progress=False, lr=0.05)  # fmt: skip
+    full = _model()
+    ref = fit(full, train, val, **kw)
+    cut_at = next(i for i, h in enumerate(ref.history) if h["lr"] < 0.05)  # first epoch at a cut lr (0-based)
+
+    class Crash(Exception):
+        pass
+
+    def crash(epoch, record, model):
+        if epoch == cut_at + 2:  # after a cut was made and recorded in a checkpoint
+            raise Crash
+
+    with pytest.raises(Crash):
+        fit(_model(), train, val, checkpoint_dir=tmp_path, callbacks=[crash], **kw)
+    resumed = _model()
+    res = fit(resumed, train, val, checkpoint_dir=tmp_path, **kw)
+    assert res.resumed_from_epoch == cut_at + 1
+    assert [h["lr"] for h in res.history] == [h["lr"] for h in ref.history]
     assert _same_weights(full, resumed)
 
 

@@ -55,7 +55,7 @@ from ensemblize.tabular.bins import BIN_METHODS, safe_bins
 from ensemblize.tabular.inputs import check_real
 from ensemblize.tabular.pooled import PooledNetworks
 from ensemblize.tabular.table_pipeline import TablePipeline, estimator_init
-from ensemblize.tabular.train import auto_batch_size, predict_members, train_model
+from ensemblize.tabular.train import LR_SCHEDULES, auto_batch_size, predict_members, train_model
 from ensemblize.tabular.uncertainty import classification_uncertainty, regression_uncertainty
 
 __all__ = [
@@ -104,6 +104,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "batch_size": "auto",
     "max_epochs": 200,
     "patience": 16,
+    "lr_schedule": "constant",
     "per_member_batches": False,
     "n_networks": 1,
     "val_fraction": 0.2,
@@ -160,7 +161,7 @@ class TabularEnsembleEstimator(TablePipeline):
     include the parameters read here: ``members``, ``n_blocks``, ``d_block``, ``dropout``,
     ``d_embedding``, ``embedding``, ``n_bins``,
     ``bin_method``, ``lr``, ``weight_decay``, ``batch_size``, ``max_epochs``, ``patience``,
-    ``per_member_batches``, ``n_networks``, ``val_fraction``, ``impute``, ``random_state``, ``device``, ``verbose``)
+    ``lr_schedule``, ``per_member_batches``, ``n_networks``, ``val_fraction``, ``impute``, ``random_state``, ``device``, ``verbose``)
     and the network hooks ``_validate_model_params``, ``_network_options``, ``_network``.
     """
 
@@ -244,6 +245,7 @@ class TabularEnsembleEstimator(TablePipeline):
             check_int(self.batch_size, name="batch_size", minimum=1)
         check_int(self.max_epochs, name="max_epochs", minimum=1)
         check_int(self.patience, name="patience", minimum=1)
+        check_choice(self.lr_schedule, LR_SCHEDULES, name="lr_schedule")
         check_bool(self.per_member_batches, name="per_member_batches")
         check_bool(self.verbose, name="verbose")
         self._validate_pipeline_params()
@@ -306,6 +308,7 @@ class TabularEnsembleEstimator(TablePipeline):
                         batch_size=self.batch_size_,
                         max_epochs=int(self.max_epochs),
                         patience=int(self.patience),
+                        lr_schedule=self.lr_schedule,
                         per_member_batches=bool(self.per_member_batches),
                         seed=seed_s,
                         verbose=bool(self.verbose),

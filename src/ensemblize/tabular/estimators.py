@@ -160,6 +160,9 @@ _PARAMS_DOC = """
         lr (2e-3), weight_decay (3e-4), batch_size ("auto": up to 10k training rows 256 for the
             classifier, 128 for the regressor; 512 up to 50k; 1024 above),
         per_member_batches (False), val_fraction (0.2): training.
+        lr_schedule ("constant" | "plateau"): a constant learning rate (TabM's), or one multiplied by
+            0.3 after every ``max(1, patience // 3)`` epochs without a better validation score
+            (patience 12: after 4 and 8 stalled epochs; early stopping after 12).
         impute (True): numeric NaN -> training median plus a missing-indicator feature, categorical
             NaN -> its own category; ``False`` makes any NaN a ValueError naming the columns.
         random_state (None), device ("cpu"), verbose (False).

@@ -6,7 +6,9 @@ everything it does is a ``fit`` option:
 * objective: the mean over members of the per-member task loss — cross-entropy on logits, or MSE
   on the standardised target (``task="regression"``); ``(B, K, C)`` / ``(B, K)`` outputs against
   ``(B,)`` or, with per-member batches, ``(B, K)`` targets;
-* AdamW, no schedule, gradient-norm clipping, the standard weight-decay groups (no decay on
+* AdamW at a constant learning rate (or, with ``lr_schedule="plateau"``, cut by :data:`PLATEAU_GAMMA`
+  after every ``max(1, patience // 3)`` epochs without a better validation score), gradient-norm
+  clipping, the standard weight-decay groups (no decay on
   biases, norm affine parameters, embeddings and σN gates — as the official TabM recipe);
 * early stopping on the validation score of the *ensemble* (``monitor="val_accuracy"`` of
   ``p̄ = mean_k softmax(z_k)`` with the NLL as tie-breaker, ``"val_nll"`` of ``p̄`` alone with
@@ -38,7 +40,9 @@ from ensemblize.training.data import row_order
 from ensemblize.training.outputs import logits_of, member_cross_entropy, member_mse
 
 __all__ = [
+    "LR_SCHEDULES",
     "MONITORS",
+    "PLATEAU_GAMMA",
     "auto_batch_size",
     "batch_order",
     "member_loss",
@@ -51,6 +55,18 @@ __all__ = [
 MONITORS = ("accuracy", "log_loss")
 """Early-stopping scores a classifier can monitor (:func:`train_model`'s ``monitor``)."""
 _FIT_MONITOR = {"accuracy": "val_accuracy", "log_loss": "val_nll"}
+
+LR_SCHEDULES = ("constant", "plateau")
+"""Learning-rate schedules of :func:`train_model` (``lr_schedule``)."""
+PLATEAU_GAMMA = 0.3
+"""The factor ``lr_schedule="plateau"`` multiplies the learning rate by at each cut."""
+
+
+def plateau_step(patience: int) -> int:
+    """Epochs without a better validation score before each plateau cut: ``max(1, patience // 3)``,
+    so a plateau that ends in early stopping has trained at two cut rates (patience 12: cuts after
+    4 and 8 stalled epochs, stop after 12)."""
+    return max(1, check_int(patience, name="patience") // 3)
 
 
 def auto_batch_size(n_train: int, *, small: int = 256) -> int:
@@ -123,6 +139,7 @@ def _rows(history: list[dict], *, regression: bool, with_regularizer: bool) -> l
         row = {
             "epoch": h["epoch"] - 1,
             "train_loss": h["train_loss"],
+            "lr": h["lr"],
             "val_loss": h["val_rmse"] ** 2 if regression else h["val_nll"],
             score: h[score],
             **{k: h[k] for k in extra},
@@ -148,6 +165,7 @@ def train_model(
     batch_size: int | None = None,
     max_epochs: int = 200,
     patience: int = 16,
+    lr_schedule: str = "constant",
     grad_clip: float = 1.0,
     per_member_batches: bool = False,
     seed: int = 0,
@@ -170,6 +188,10 @@ def train_model(
         batch_size: rows per step; ``None`` -> :func:`auto_batch_size`.
         max_epochs, patience: an epoch is a pass over the training rows; training stops after
             ``patience`` epochs without a better validation score (ties broken by the NLL).
+        lr_schedule: ``"constant"`` (TabM's) or ``"plateau"``: ``lr · γ^c`` after ``c`` cuts, one
+            cut (γ = :data:`PLATEAU_GAMMA`) each time :func:`plateau_step` further epochs pass
+            without a better validation score; the rate stays cut when the score improves again
+            (:func:`ensemblize.training.fit`'s ``schedule="plateau"``).
         grad_clip: maximum global gradient norm (``None`` or ``0`` disables clipping).
         per_member_batches: each member gets its own row order.
         seed: seeds the batch order and the per-epoch RNG (dropout); parameter init follows the
@@ -188,12 +210,13 @@ def train_model(
             ensemble's validation NLL alone). Regression always monitors the validation RMSE.
 
     Returns a :class:`TrainResult` whose ``history`` has one dict per epoch: ``epoch`` (0-based),
-    ``train_loss``, ``val_loss`` (NLL of ``p̄``, or MSE of the member mean), ``val_accuracy`` /
+    ``train_loss``, ``lr`` (the epoch's learning rate), ``val_loss`` (NLL of ``p̄``, or MSE of the member mean), ``val_accuracy`` /
     ``val_rmse``, ``val_pairwise_kl`` and ``val_disagreement`` (classification) or
     ``val_ambiguity`` (regression), ``seconds`` (cumulative).
     """
     check_members(members)
     check_choice(monitor, MONITORS, name="monitor")
+    check_choice(lr_schedule, LR_SCHEDULES, name="lr_schedule")
     n = len(x_train)
     if n == 0 or len(x_val) == 0:
         raise ValueError(f"need non-empty train and validation splits, got {n} and {len(x_val)} rows")
@@ -209,7 +232,9 @@ def train_model(
         optimizer="adamw",
         lr=float(lr),
         weight_decay=float(weight_decay),
-        schedule="none",
+        schedule="plateau" if lr_schedule == "plateau" else "none",
+        step_size=plateau_step(patience),
+        gamma=PLATEAU_GAMMA,
         grad_clip=float(grad_clip) if grad_clip else None,
         task="regression" if regression else "classification",
         regularizer=regularizer,

@@ -171,7 +171,12 @@ def fit(
     this multiple of the scheduled learning rate, in their own parameter group; 1 leaves the
     optimiser exactly as without the option. Schedule:
     ``"cosine"`` per optimisation step, ``lr_t = lr·½(1 + cos(π t/T))``; ``"step"`` per epoch,
-    ``lr·gamma^⌊e/step_size⌋`` (``step_size`` defaults to ``max(1, epochs // 3)``); ``"none"``.
+    ``lr·gamma^⌊e/step_size⌋`` (``step_size`` defaults to ``max(1, epochs // 3)``); ``"plateau"``
+    (needs ``val``) multiplies the learning rate by ``gamma`` each time ``step_size`` (default 5)
+    further epochs pass without a better monitored score — ``lr·gamma^c`` after ``c`` such cuts, kept
+    when the score improves again (Keras' / torch's reduce-on-plateau with cooldown 0, counted on the
+    same epochs as early stopping, so with ``early_stopping_patience`` P a run makes at most
+    ``⌈P / step_size⌉ − 1`` cuts per plateau); ``"none"``.
     ``grad_clip`` clips the global gradient norm (over all members together).
 
     Batches: ``per_member_batches=True`` gives every member its own row order each epoch: the index
@@ -345,7 +350,7 @@ def _epoch(run: Run, st: R.LoopState, o: dict) -> dict[str, Any]:
         torch.manual_seed(epoch_seed)
     else:  # only the CPU generator: fork_rng restores no CUDA state here
         torch.default_generator.manual_seed(epoch_seed)
-    train_loss, reg, lr_now = _train_epoch(run, st.epoch, o)
+    train_loss, reg, lr_now = _train_epoch(run, st, o)
     record: dict[str, Any] = {
         "epoch": st.epoch + 1,
         "train_loss": train_loss,
@@ -384,6 +389,8 @@ def _track_best(run: Run, st: R.LoopState, record: dict[str, Any]) -> None:
         st.since_best += 1
         if run.patience is not None and st.since_best >= run.patience:
             st.stopped = st.stopped_early = True
+        elif run.config["schedule"] == "plateau" and st.since_best % run.config["step_size"] == 0:
+            st.plateau_cuts += 1  # the next epoch trains at lr·γ^cuts
 
 
 def _epoch_batches(run: Run, epoch: int, o: dict):
@@ -398,14 +405,16 @@ def _epoch_batches(run: Run, epoch: int, o: dict):
         yield run.train.take(shard[start:stop])
 
 
-def _train_epoch(run: Run, epoch: int, o: dict) -> tuple[float, float | None, float]:
+def _train_epoch(run: Run, st: R.LoopState, o: dict) -> tuple[float, float | None, float]:
     """One pass over the training data; returns (mean task loss, mean regulariser or None, last lr)."""
+    epoch = st.epoch
     run.module.train()
     sums = torch.zeros(3, dtype=torch.float64, device=run.device)  # task × rows, regulariser × rows, rows
     lr_now = o["lr"]
     for s, batch in enumerate(_epoch_batches(run, epoch, o)):
         lr_now = o["lr"] * lr_factor(o["schedule"], step=epoch * run.steps + s, total_steps=o["epochs"] * run.steps,
-                                     epoch=epoch, step_size=o["step_size"], gamma=o["gamma"])  # fmt: skip
+                                     epoch=epoch, step_size=o["step_size"], gamma=o["gamma"],
+                                     plateau_cuts=st.plateau_cuts)  # fmt: skip
         for group in run.opt.param_groups:
             group["lr"] = group_lr(group, lr_now)
         sums += _step(run, batch, o["grad_clip"])

@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 OPTIMIZERS = ("sgd", "adamw")
-SCHEDULES = ("cosine", "step", "none")
+SCHEDULES = ("cosine", "step", "plateau", "none")
 DECAY_FILTERS = ("standard", "all")
 
 _NORMS: tuple[type, ...] = (
@@ -187,12 +187,22 @@ def make_optimizer(
 
 
 def lr_factor(
-    schedule: str, *, step: int, total_steps: int, epoch: int, step_size: int, gamma: float
+    schedule: str,
+    *,
+    step: int,
+    total_steps: int,
+    epoch: int,
+    step_size: int,
+    gamma: float,
+    plateau_cuts: int = 0,
 ) -> float:
     """Learning-rate multiplier. cosine (per step): ``½(1 + cos(π t / T))`` for step ``t`` of ``T``;
-    step (per epoch): ``γ^⌊epoch / step_size⌋`` (epoch 0-based); none: 1."""
+    step (per epoch): ``γ^⌊epoch / step_size⌋`` (epoch 0-based); plateau: ``γ^c`` after ``c``
+    plateau cuts so far (``plateau_cuts``; the training loop counts them); none: 1."""
     if schedule == "cosine":
         return 0.5 * (1.0 + math.cos(math.pi * step / total_steps))
     if schedule == "step":
         return gamma ** (epoch // step_size)
+    if schedule == "plateau":
+        return gamma**plateau_cuts
     return 1.0

@@ -42,6 +42,7 @@ class LoopState:
     best_key: list[float] | None = None
     best_epoch: int | None = None
     since_best: int = 0
+    plateau_cuts: int = 0
     best_state: dict[str, Tensor] | None = None
     stopped: bool = False
     stopped_early: bool = False
@@ -111,6 +112,7 @@ def restore(
         best_key=meta["best_key"],
         best_epoch=meta["best_epoch"],
         since_best=meta["since_best"],
+        plateau_cuts=int(meta.get("plateau_cuts", 0)),
         best_state=best or None,
         stopped=meta["stopped"],
         stopped_early=meta["stopped_early"],
@@ -132,6 +134,7 @@ def save(folder: Path, module: nn.Module, opt: torch.optim.Optimizer, config: di
         "best_key": st.best_key,
         "best_epoch": st.best_epoch,
         "since_best": st.since_best,
+        "plateau_cuts": st.plateau_cuts,
         "stopped": st.stopped,
         "stopped_early": st.stopped_early,
         "optimizer": S.encode(opt.state_dict(), "optim.", tensors),

@@ -208,9 +208,16 @@ def check_options(kw: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"momentum must lie in [0, 1), got {o['momentum']!r}")
     o["gamma"] = check_positive(o["gamma"], name="gamma")
     o["gate_lr_scale"] = check_positive(o["gate_lr_scale"], name="gate_lr_scale")
-    o["step_size"] = (
-        max(1, o["epochs"] // 3) if o["step_size"] is None else check_int(o["step_size"], name="step_size")
-    )
+    if o["step_size"] is not None:
+        o["step_size"] = check_int(o["step_size"], name="step_size")
+    elif o["schedule"] == "plateau":
+        o["step_size"] = 5
+    else:
+        o["step_size"] = max(1, o["epochs"] // 3)
+    if o["schedule"] == "plateau" and o["val"] is None:
+        raise ValueError(
+            "schedule='plateau' cuts the lr when the validation score stalls: it needs val (val=None)"
+        )
     if o["early_stopping_patience"] is not None:
         o["early_stopping_patience"] = check_int(o["early_stopping_patience"], name="early_stopping_patience")
         if o["val"] is None:
