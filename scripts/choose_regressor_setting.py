@@ -30,7 +30,12 @@ default). **8** — the same rule from round 7's winner (the shipped default, au
 single-knob changes aimed at small regression tables: ``n_bins`` 16 (coarser piecewise-linear
 embeddings), ``init_scale`` 2.0 and 8.0 (less / more member diversity), ``n_blocks`` 3 and
 ``members`` 32; its default's fits are round 7's ``batch128`` fits (``--import-default
-regsel.jsonl:batch128``: the same fits, as "auto" now resolves to 128 there).
+regsel.jsonl:batch128``: the same fits, as "auto" now resolves to 128 there). **9** — the same rule
+and default (imported the same way), on the one axis no round had touched, the learning-rate
+schedule: ``lr_schedule="plateau"`` (lr × 0.3 after every 4 epochs without a better validation RMSE,
+at the default patience 12), the same with patience 24 (cuts after 8 and 16 stalled epochs), and
+patience 24 at a constant lr (the control that separates the longer patience from the cuts). The
+screen ranks four settings per cell.
 
 Each fit is :func:`ensemblize.experiments.tabular_methods.tabular_job` (method ``lometab``, budget
 ``full``, the candidate's overrides) — exactly the benchmark's job — one JSON line per fit in
@@ -71,6 +76,14 @@ ROUNDS: dict[int, dict[str, dict]] = {
         "init8": {"init_scale": 8.0},
         "depth3": {"n_blocks": 3},
         "k32": {"members": 32},
+    },
+    # round 9, from the same default: the learning-rate schedule (every earlier round trained at a
+    # constant lr; regression fits reach their best epoch early and stall — nmes 0-8, wage 3-19)
+    9: {
+        "default": {},
+        "plateau": {"lr_schedule": "plateau"},
+        "plateau_p24": {"lr_schedule": "plateau", "patience": 24},
+        "p24": {"patience": 24},
     },
 }
 
