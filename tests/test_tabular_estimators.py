@@ -137,6 +137,33 @@ def test_eval_set_and_per_member_batches_are_deterministic():
     assert last == pytest.approx(np.mean(a.predict(Xva) == yva))
 
 
+def test_plateau_lr_schedule_cuts_by_its_rule_and_keeps_the_best_epoch():
+    from sklearn.datasets import load_diabetes
+
+    X, y = load_diabetes(return_X_y=True)
+    Xtr, Xva, ytr, yva = _split(X, y)
+    kw = {**TINY, "max_epochs": 40, "patience": 9, "lr": 0.02, "n_networks": 1}
+    est = LoMETabRegressor(**kw, lr_schedule="plateau").fit(Xtr, ytr, eval_set=(Xva, yva))
+    # replay the rule from the recorded validation RMSEs: lr x 0.3 after every 9 // 3 = 3 stalled epochs
+    lr, best, since, want = 0.02, np.inf, 0, []
+    for row in est.history_:
+        want.append(lr)
+        if row["val_rmse"] < best:
+            best, since = row["val_rmse"], 0
+        else:
+            since += 1
+            if since < 9 and since % 3 == 0:
+                lr *= 0.3
+    got = [row["lr"] for row in est.history_]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert min(got) < 0.02  # this fit did reach a plateau
+    assert est.best_epoch_ == int(np.argmin([row["val_rmse"] for row in est.history_]))
+    const = LoMETabRegressor(**kw).fit(Xtr, ytr, eval_set=(Xva, yva))
+    assert {row["lr"] for row in const.history_} == {0.02}
+    with pytest.raises(ValueError, match="lr_schedule.*'cosine'"):
+        LoMETabRegressor(**{**TINY, "lr_schedule": "cosine"}).fit(Xtr, ytr)
+
+
 def test_monitor_picks_the_epoch_of_best_validation_accuracy_or_nll():
     from sklearn.datasets import load_wine
 
