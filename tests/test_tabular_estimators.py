@@ -34,6 +34,9 @@ def test_defaults_clone_and_params_round_trip():
     assert p["monitor"] == "accuracy" and p["n_networks"] == 3
     # dropout per task, chosen on 3-seed validation: TabM's 0.1 for classification, 0 for regression
     assert p["dropout"] == 0.1 and LoMETabRegressor().get_params()["dropout"] == 0.0
+    # the regressor's budget: 200 epochs (sixth round), patience 24 (ninth round), constant lr
+    r = LoMETabRegressor().get_params()
+    assert (r["max_epochs"], r["patience"], r["lr_schedule"]) == (200, 24, "constant")
     # the regressor's epoch cap is official TabM's 200 (the classifier's 80 stopped improving fits)
     assert LoMETabRegressor().get_params()["max_epochs"] == 200
     est.set_params(rank=4, layer="batchensemble", init_scale=0.3)
