@@ -5,12 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from sklearn.datasets import load_breast_cancer, load_diabetes
 
 from ensemblize.checkpoint import HASH_KEYS, load_checkpoint, save_checkpoint
 from ensemblize.tabular import LoMETabClassifier, LoMETabRegressor, TabMClassifier
 from ensemblize.tabular.model import LoMETabModel
-from ensemblize.tabular.pooled import PooledNetworks
+from ensemblize.tabular.pooled import PooledNetworks, network_seed
 from ensemblize.tabular.train import train_model
 
 KW = dict(members=2, n_blocks=1, d_block=8, d_embedding=4, n_bins=8, max_epochs=4, patience=2)
@@ -42,9 +44,9 @@ def test_pooled_forward_is_member_concatenation():
         pool(torch.randn(5, 2, 3))
 
 
-def test_each_network_is_an_explicit_training_with_seed_plus_s():
-    """Network 0 is the one-network estimator itself; network s is train_model with seed ``seed_ + s``
-    on the same preprocessed rows, bins and validation split."""
+def test_each_network_is_an_explicit_training_with_its_own_seed():
+    """Network 0 is the one-network estimator itself; network s is train_model with seed
+    ``network_seed(seed_, s)`` on the same preprocessed rows, bins and validation split."""
     Xt, yt, Xv, yv = _cancer()
     pooled = LoMETabClassifier(**KW, n_networks=3, random_state=5).fit(Xt, yt, eval_set=(Xv, yv))
     single = LoMETabClassifier(**KW, n_networks=1, random_state=5).fit(Xt, yt, eval_set=(Xv, yv))
@@ -58,16 +60,35 @@ def test_each_network_is_an_explicit_training_with_seed_plus_s():
     t_tr = torch.from_numpy(np.searchsorted(pooled.classes_, yt.to_numpy()))
     t_va = torch.from_numpy(np.searchsorted(pooled.classes_, yv.to_numpy()))
     for s in (1, 2):
-        torch.manual_seed(5 + s)
+        torch.manual_seed(network_seed(5, s))
         net = LoMETabModel(**pooled._model_config(), bins=pooled.bins_)
         res = train_model(net, x_tr, t_tr, x_va, t_va, regression=False, members=2, lr=2e-3, weight_decay=3e-4,
-                          batch_size=pooled.batch_size_, max_epochs=4, patience=2, seed=5 + s, monitor="accuracy")  # fmt: skip
+                          batch_size=pooled.batch_size_, max_epochs=4, patience=2, seed=network_seed(5, s), monitor="accuracy")  # fmt: skip
         assert res.best_epoch == pooled.best_epochs_[s]
         torch.testing.assert_close(pooled.model_.networks[s].eval()(x_va), net.eval()(x_va), rtol=0, atol=0)
     # the ensemble is the mean over all 6 members, and the history says whose epoch each row is
     np.testing.assert_allclose(pooled.predict_proba(Xv), members.mean(axis=1), rtol=0, atol=1e-12)
     assert sorted({r["network"] for r in pooled.history_}) == [0, 1, 2]
     assert pooled.best_epoch_ == pooled.best_epochs_[0] and len(pooled.best_scores_) == 3
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1))
+def test_estimators_with_different_seeds_share_no_network(a, b):
+    """With ``seed + s`` random_state 0 and 1 shared two of three networks; the hashed seeds share none
+    (and network 0 stays the seed itself, so one network is unchanged)."""
+    assume(a != b)
+    nets_a = {network_seed(a, s) for s in range(8)}
+    nets_b = {network_seed(b, s) for s in range(8)}
+    assert network_seed(a, 0) == a and len(nets_a) == 8
+    assert not nets_a & nets_b
+    assert all(0 <= x < 2**31 for x in nets_a)
+
+
+def test_consecutive_random_states_share_no_network_seed():
+    seeds = [network_seed(r, s) for r in range(50) for s in range(5)]
+    assert len(set(seeds)) == len(seeds)
+    with pytest.raises(ValueError, match="index"):
+        network_seed(0, -1)
 
 
 def test_regressor_pools_predictions_and_std():

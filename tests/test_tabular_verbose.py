@@ -31,7 +31,7 @@ def test_verbose_prints_one_labelled_line_per_epoch(capfd):
     lines = [ln for ln in captured.err.splitlines() if "LoMETabClassifier" in ln]
     assert len(lines) == len(est.history_) == 6, captured.err
     assert all("M=2, seed 0, network 1/2" in ln for ln in lines[:3]), lines
-    assert all("M=2, seed 1, network 2/2" in ln for ln in lines[3:]), lines
+    assert all("M=2, seed 0, network 2/2" in ln for ln in lines[3:]), lines  # the estimator's seed
     assert captured.out == ""
 
 

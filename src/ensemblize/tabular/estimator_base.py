@@ -53,7 +53,7 @@ from ensemblize.data.table_preprocessing import TabularPreprocessor
 from ensemblize.models.temperature_scaling import fit_temperature
 from ensemblize.tabular.bins import BIN_METHODS, safe_bins
 from ensemblize.tabular.inputs import check_real
-from ensemblize.tabular.pooled import PooledNetworks
+from ensemblize.tabular.pooled import PooledNetworks, network_seed
 from ensemblize.tabular.table_pipeline import TablePipeline, estimator_init
 from ensemblize.tabular.train import LR_SCHEDULES, auto_batch_size, predict_members, train_model
 from ensemblize.tabular.uncertainty import classification_uncertainty, regression_uncertainty
@@ -291,7 +291,7 @@ class TabularEnsembleEstimator(TablePipeline):
         nets, results = [], []
         for s in range(int(self.n_networks)):
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-                seed_s = (seed + s) % 2**31
+                seed_s = network_seed(seed, s)
                 torch.manual_seed(seed_s)
                 net = self._network(self._model_config(), self.bins_).to(device)
                 results.append(
@@ -312,7 +312,7 @@ class TabularEnsembleEstimator(TablePipeline):
                         per_member_batches=bool(self.per_member_batches),
                         seed=seed_s,
                         verbose=bool(self.verbose),
-                        desc=self._progress_label(s, seed_s),
+                        desc=self._progress_label(s, seed),
                         callbacks=stop.for_network(s),
                         monitor=self._monitor(),
                     )

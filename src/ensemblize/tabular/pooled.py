@@ -15,7 +15,24 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-__all__ = ["PooledNetworks"]
+from ensemblize._checks import check_int
+from ensemblize.training.data import derive_seed
+
+__all__ = ["PooledNetworks", "network_seed"]
+
+
+def network_seed(seed: int, index: int) -> int:
+    """The torch seed of network ``index`` of an estimator whose resolved seed is ``seed``.
+
+    Network 0 uses ``seed`` itself, so a one-network estimator is network 0 of the pooled one.
+    Network ``s ≥ 1`` uses a hash of ``(seed, s)`` (:func:`ensemblize.training.data.derive_seed`,
+    in ``[0, 2³¹)``), so estimators with different ``random_state`` share no network: with the former
+    ``seed + s``, ``random_state`` 0 and 1 trained two of their three networks identically, and
+    repeated fits over consecutive seeds were correlated.
+    """
+    seed = check_int(seed, name="seed", minimum=0)
+    index = check_int(index, name="index", minimum=0)
+    return seed % 2**31 if index == 0 else derive_seed(seed, index) % 2**31
 
 
 class PooledNetworks(nn.Module):
