@@ -14,7 +14,7 @@ split that no default was chosen on::
 import argparse
 import copy
 
-from ensemblize.experiments.tabular import SCORES, bench_markdown, collect_records
+from ensemblize.experiments.tabular import SCORES, bench_markdown, collect_records, complete_tables
 from ensemblize.experiments.tabular_tables import average_ranks
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -32,11 +32,7 @@ args = parser.parse_args()
 records = collect_records(*args.folders)
 rerun = {r["method"] for r in records}
 records += [r for r in collect_records(*args.field) if r["method"] not in rerun] if args.field else []
-want = {(m, s) for m in {r["method"] for r in records} for s in {r["seed"] for r in records}}
-have: dict[str, set] = {}
-for r in records:
-    have.setdefault(r["dataset"], set()).add((r["method"], r["seed"]))
-records = [r for r in records if have[r["dataset"]] >= want]  # every method, every seed
+records = complete_tables(records)  # every method, every seed
 splits = sorted({r.get("split_seed", 0) for r in records})
 print(bench_markdown(records, title=f"Tabular benchmark, {args.title} (split seeds {splits}), test"))
 validation = []

@@ -57,6 +57,7 @@ __all__ = [
     "tabular_diversity",
     "bench_jobs",
     "bench_markdown",
+    "complete_tables",
     "collect_records",
     "primary_metric",
     "average_ranks",
@@ -210,13 +211,16 @@ def collect_records(*outs: str | Path, complete_only: bool = False) -> list[dict
     rows.sort(key=lambda r: (tables.index(r["dataset"]) if r["dataset"] in tables else len(tables),
                              r["dataset"], methods.index(r["method"]), r["seed"]))  # fmt: skip
     _warn_mixed_defaults(rows)
-    if complete_only:
-        want = {(m, s) for m in {r["method"] for r in rows} for s in {r["seed"] for r in rows}}
-        have: dict[str, set] = {}
-        for r in rows:
-            have.setdefault(r["dataset"], set()).add((r["method"], r["seed"]))
-        rows = [r for r in rows if have[r["dataset"]] >= want]
-    return rows
+    return complete_tables(rows) if complete_only else rows
+
+
+def complete_tables(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of the tables where every method present anywhere has every seed present anywhere."""
+    want = {(m, s) for m in {r["method"] for r in rows} for s in {r["seed"] for r in rows}}
+    have: dict[str, set] = {}
+    for r in rows:
+        have.setdefault(r["dataset"], set()).add((r["method"], r["seed"]))
+    return [r for r in rows if have[r["dataset"]] >= want]
 
 
 def tabular_bench(

@@ -13,7 +13,8 @@ else is shared here:
        early stopping on the ensemble's validation score, best weights restored). With
        ``n_networks = S > 1``, S networks are trained one after another, network ``s`` seeded with
        :func:`~ensemblize.tabular.pooled.network_seed` ``(seed_, s)`` (``seed_`` itself for network 0,
-       a hash of both otherwise, so no two ``random_state`` values share a network; its own initialisation, batch order, dropout and early stopping), and pooled
+       a hash of both otherwise, so no two ``random_state`` values share a network; its own
+       initialisation, batch order, dropout and early stopping), and pooled
        by :class:`ensemblize.tabular.pooled.PooledNetworks`: the estimator then has ``S·K`` members.
     6. classifiers whose family calibrates (LoMETab's ``calibration="temperature"``): one temperature
        ``T = argmin_T NLL(mean_k softmax(z_k / T))`` on the same validation split
