@@ -30,34 +30,42 @@ TABM_SPLIT0 = {
 }  # fmt: skip
 HIGHER_IS_BETTER = {"accuracy": True, "log_loss": False, "rmse": False}
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("folders", nargs="+")
-args = parser.parse_args()
 
-values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-for r in collect_records(*args.folders):
-    if r.get("split_seed", 0) != 0:
-        raise SystemExit(f"{r['method']} / {r['dataset']}: split seed {r['split_seed']}, not 0")
-    for score in HIGHER_IS_BETTER:
-        if score in r["metrics"]:
-            values[score, r["dataset"], r["method"]].append(r["metrics"][score])
-methods = sorted({m for (_, _, m) in values})
-for score, tabm in TABM_SPLIT0.items():
-    ranks: dict[str, list[float]] = defaultdict(list)
-    print(f"\n#### Test {score}, split seed 0 (seed means; TabM published)\n")
-    print("| table | " + " | ".join([*methods, "tabm"]) + " | ranks |")
-    print("|---|" + "---|" * (len(methods) + 2))
-    for table, t in tabm.items():
-        means = {m: values[score, table, m] for m in methods}
-        if any(len(v) != 3 for v in means.values()):
-            print(f"| {table} | incomplete: {', '.join(f'{m} {len(v)}' for m, v in means.items())} |")
-            continue
-        row = {m: float(np.mean(v)) for m, v in means.items()} | {"tabm": t}
-        names = list(row)
-        sign = -1.0 if HIGHER_IS_BETTER[score] else 1.0
-        r = rankdata([sign * row[n] for n in names])
-        for n, x in zip(names, r, strict=True):
-            ranks[n].append(float(x))
-        cells = " | ".join(f"{row[n]:.4f}" for n in names)
-        print(f"| {table} | {cells} | " + " / ".join(f"{x:g}" for x in r) + " |")
-    print("\nmean rank: " + ", ".join(f"{n} {np.mean(v):.2f} ({len(v)} tables)" for n, v in ranks.items()))
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+")
+    args = parser.parse_args()
+
+    values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for r in collect_records(*args.folders):
+        if r.get("split_seed", 0) != 0:
+            raise SystemExit(f"{r['method']} / {r['dataset']}: split seed {r['split_seed']}, not 0")
+        for score in HIGHER_IS_BETTER:
+            if score in r["metrics"]:
+                values[score, r["dataset"], r["method"]].append(r["metrics"][score])
+    methods = sorted({m for (_, _, m) in values})
+    for score, tabm in TABM_SPLIT0.items():
+        ranks: dict[str, list[float]] = defaultdict(list)
+        print(f"\n#### Test {score}, split seed 0 (seed means; TabM published)\n")
+        print("| table | " + " | ".join([*methods, "tabm"]) + " | ranks |")
+        print("|---|" + "---|" * (len(methods) + 2))
+        for table, t in tabm.items():
+            means = {m: values[score, table, m] for m in methods}
+            if any(len(v) != 3 for v in means.values()):
+                print(f"| {table} | incomplete: {', '.join(f'{m} {len(v)}' for m, v in means.items())} |")
+                continue
+            row = {m: float(np.mean(v)) for m, v in means.items()} | {"tabm": t}
+            names = list(row)
+            sign = -1.0 if HIGHER_IS_BETTER[score] else 1.0
+            r = rankdata([sign * row[n] for n in names])
+            for n, x in zip(names, r, strict=True):
+                ranks[n].append(float(x))
+            cells = " | ".join(f"{row[n]:.4f}" for n in names)
+            print(f"| {table} | {cells} | " + " / ".join(f"{x:g}" for x in r) + " |")
+        print(
+            "\nmean rank: " + ", ".join(f"{n} {np.mean(v):.2f} ({len(v)} tables)" for n, v in ranks.items())
+        )
+
+
+if __name__ == "__main__":
+    main()
