@@ -342,3 +342,64 @@ def test_load_refuses_saved_parts_that_disagree(tmp_path):
     np.testing.assert_array_equal(
         LoMETabClassifier.load(clf.save(tmp_path / "ok")).predict_proba(X), clf.predict_proba(X)
     )
+
+
+# ------------------------------------------------------------------------------ state across calls
+def test_set_params_after_fit_does_not_change_what_save_writes(tmp_path):
+    """The file holds the fitted network and the parameters it was fitted with; the unapplied change is
+    named in a warning (it used to write a different layer, or a file that could not load)."""
+    X, y = _frame()
+    est = LoMETabClassifier(**TINY, random_state=0).fit(X, y)
+    proba = est.predict_proba(X)
+    est.set_params(layer="additive", members=4)
+    with pytest.warns(UserWarning, match=r"\['layer', 'members'\] were changed by set_params after fit"):
+        stem = est.save(tmp_path / "m")
+    back = LoMETabClassifier.load(stem)
+    assert (back.get_params()["layer"], back.get_params()["members"]) == ("lome", 2)
+    np.testing.assert_array_equal(back.predict_proba(X), proba)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a loaded estimator saved again: nothing changed, no warning
+        back.save(tmp_path / "again")
+
+
+def test_a_refit_that_fails_leaves_the_estimator_unfitted_not_half_refitted():
+    from sklearn.exceptions import NotFittedError
+
+    X, y = _frame()
+    est = LoMETabClassifier(**TINY, random_state=0).fit(X, np.where(y == 1, "yes", "no"))
+    labels = np.where(y == 1, "cat", "dog")
+    bad_eval = (X.iloc[:4], ["cat", "dog", "cat", "bird"])  # a validation label never seen in training
+    with pytest.raises(ValueError, match="'bird'"):
+        est.fit(X, labels, eval_set=bad_eval)
+    assert not hasattr(est, "model_") and not hasattr(est, "temperature_")  # nothing of the first fit left
+    with pytest.raises(NotFittedError):
+        est.predict(X)  # it used to give the new labels from the old network
+
+
+def test_a_list_target_mixing_numbers_and_strings_is_refused_like_an_object_array():
+    X, y = _frame()
+    mixed = [1 if v else "a" for v in y]
+    for target in (mixed, np.asarray(mixed, dtype=object), pd.Series(mixed, dtype=object)):
+        with pytest.raises(ValueError, match=r"mixes label types \['int', 'str'\]"):
+            LoMETabClassifier(**TINY).fit(X, target)  # a list used to become the strings '1' and 'a'
+
+
+def test_an_unhashable_cell_is_named_at_predict_and_in_eval_set():
+    X, y = _frame()
+    est = LoMETabClassifier(**TINY, random_state=0).fit(X, y)
+    odd = X.assign(s=[{"k": 1}] * len(X))
+    with pytest.raises(TypeError, match=r"column 's' holds a dict cell"):
+        est.predict(odd)
+    with pytest.raises(TypeError, match=r"column 's' holds a dict cell"):
+        LoMETabClassifier(**TINY).fit(X, y, eval_set=(odd, y))
+
+
+@pytest.mark.parametrize("bad", [-1, 2**32, 2**40])
+def test_random_state_outside_sklearns_range_is_an_error_and_large_seeds_do_not_wrap(bad):
+    X, y = _frame(n=40)
+    with pytest.raises(
+        ValueError, match=rf"random_state \(None, a RandomState or an int\) must be .*got {bad}"
+    ):
+        LoMETabClassifier(**TINY, random_state=bad).fit(X, y)
+    # 2**31 used to be reduced modulo 2**31 and train exactly as random_state=0
+    assert LoMETabClassifier(**TINY, random_state=2**31).fit(X, y).seed_ == 2**31

@@ -136,6 +136,15 @@ def _is_number(v: object) -> bool:
     return (isinstance(v, Real) and not _is_bool(v)) or (isinstance(v, Decimal) and v.is_finite())
 
 
+def _unhashable_cell(col: pd.Series) -> TypeError:
+    """The error for a column holding an unhashable cell (dict, list, set), naming the column."""
+    odd = next((v for v in col.dropna() if not isinstance(v, Hashable)), None)
+    what = "an unhashable cell" if odd is None else f"a {type(odd).__name__} cell ({odd!r:.60})"
+    return TypeError(
+        f"column {col.name!r} holds {what}; table cells must be numbers, strings, bools, dates or missing"
+    )
+
+
 def category_kind(col: pd.Series) -> str:
     """The categorical kind of a training column: ``"bool"``, ``"number"`` or ``"string"``."""
     dtype = col.dtype
@@ -149,11 +158,7 @@ def category_kind(col: pd.Series) -> str:
         try:
             values = pd.unique(col.dropna().to_numpy(dtype=object)).tolist()
         except TypeError:  # unhashable cells (dicts, lists, sets)
-            odd = next(v for v in col.dropna() if not isinstance(v, Hashable))
-            raise TypeError(
-                f"column {col.name!r} holds a {type(odd).__name__} cell ({odd!r:.60}); table cells must be "
-                "numbers, strings, bools, dates or missing"
-            ) from None
+            raise _unhashable_cell(col) from None
     if values and all(_is_bool(v) for v in values):
         return "bool"
     if values and all(_is_number(v) for v in values):
@@ -218,7 +223,10 @@ def category_values(col: pd.Series, kind: str) -> tuple[np.ndarray, np.ndarray]:
     if missing.ndim != 1:  # pragma: no cover - a Series is 1-D
         raise ValueError(f"column {col.name!r} must be 1-D")
     out = np.full(len(raw), None, dtype=object)
-    codes, uniques = pd.factorize(raw[~missing])
+    try:
+        codes, uniques = pd.factorize(raw[~missing])
+    except TypeError:  # unhashable cells at predict time / in an eval_set (fit checks in category_kind)
+        raise _unhashable_cell(col) from None
     if len(uniques):
         canon = np.asarray([_escape_missing(_canonical(v, kind)) for v in uniques], dtype=object)
         out[~missing] = canon[codes]

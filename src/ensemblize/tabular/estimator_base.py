@@ -264,7 +264,8 @@ class TabularEnsembleEstimator(TablePipeline):
     ):
         """Fit on ``X`` ``(N, F)`` / ``y`` ``(N,)``; ``eval_set=(X_val, y_val)`` drives early stopping.
 
-        Without ``eval_set`` a seeded ``val_fraction`` of the rows is held out. ``callbacks``
+        Without ``eval_set`` a seeded ``val_fraction`` of the rows is held out. A refit first drops
+        the previous fit's attributes, so one that raises leaves the estimator unfitted. ``callbacks
         (a fit parameter, not a hyper-parameter): each is called after every epoch as
         ``cb(epoch, record, model)`` (see :func:`~ensemblize.tabular.train.train_model`); returning
         ``True`` stops training — :func:`ensemblize.tabular.tuning.tune` prunes trials this way.
@@ -281,6 +282,7 @@ class TabularEnsembleEstimator(TablePipeline):
         ``temperature_`` (step 6 of the module docstring, fitted on the pooled members).
         """
         self._validate_params()
+        self._forget_fit()
         frame, yarr = self._check_fit_input(X, y)
         self.seed_ = seed = self._seed()
         x_tr, t_tr, x_va, t_va = map(torch.from_numpy, self._preprocess(frame, yarr, eval_set, seed))
@@ -290,12 +292,15 @@ class TabularEnsembleEstimator(TablePipeline):
         device = torch.device(self.device)
         x_tr, t_tr, x_va, t_va = (t.to(device) for t in (x_tr, t_tr, x_va, t_va))
         stop = _CallbackRelay(callbacks)
+        # what this fit was: save() writes these, so set_params after fit cannot change a saved network
+        self._fitted_params_ = self._json_params()
+        self._fitted_model_config_ = config = self._model_config()
         nets, results = [], []
         for s in range(int(self.n_networks)):
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 seed_s = network_seed(seed, s)
                 torch.manual_seed(seed_s)
-                net = self._network(self._model_config(), self.bins_).to(device)
+                net = self._network(config, self.bins_).to(device)
                 results.append(
                     train_model(
                         net,
@@ -426,10 +431,24 @@ class TabularEnsembleEstimator(TablePipeline):
         return torch.cat(parts)
 
     # -- persistence ---------------------------------------------------------------------------
+    def _json_params(self) -> dict[str, Any]:
+        """``get_params()`` as JSON values: a RandomState becomes None (``seed_`` records its draw)."""
+        params = self.get_params()
+        if not (params["random_state"] is None or isinstance(params["random_state"], Integral)):
+            params["random_state"] = None
+        elif params["random_state"] is not None:
+            params["random_state"] = int(params["random_state"])
+        if isinstance(params.get("device"), torch.device):
+            params["device"] = str(params["device"])
+        return params
+
     def save(self, path: str | os.PathLike) -> Path:
         """Write ``path.safetensors`` + ``path.json`` atomically (safetensors + JSON, no pickle).
 
-        Returns the stem ``path``. Reload with ``type(self).load(path, device=...)``.
+        The file holds the fitted estimator and the parameters it was fitted with: parameters changed
+        by ``set_params`` after ``fit`` have not been applied to the network and are not written (a
+        UserWarning names them; refit to apply them). Returns the stem ``path``. Reload with
+        ``type(self).load(path, device=...)``.
         """
         check_is_fitted(self, "model_")
         tensors = {f"model.{k}": v.detach().cpu() for k, v in self.model_.state_dict().items()}
@@ -437,20 +456,23 @@ class TabularEnsembleEstimator(TablePipeline):
             tensors[f"prep.{k}"] = torch.from_numpy(np.ascontiguousarray(v))
         for i, b in enumerate(self.bins_ or []):
             tensors[f"bins.{i}"] = b.detach().cpu()
-        params = self.get_params()
-        if not (params["random_state"] is None or isinstance(params["random_state"], Integral)):
-            params["random_state"] = None  # a RandomState object is not JSON; seed_ records the draw
-        elif params["random_state"] is not None:
-            params["random_state"] = int(params["random_state"])
-        if isinstance(params.get("device"), torch.device):
-            params["device"] = str(params["device"])
+        params = self._fitted_params_
+        changed = sorted(k for k, v in self._json_params().items() if params.get(k) != v)
+        if changed:
+            warnings.warn(
+                f"save: parameter(s) {changed} were changed by set_params after fit and have not been "
+                "applied; the file holds the fitted estimator and the parameters it was fitted with "
+                f"({', '.join(f'{k}={params.get(k)!r}' for k in changed)}). Refit to apply them.",
+                UserWarning,
+                stacklevel=2,
+            )
         names = getattr(self, "feature_names_in_", None)
         meta = {
             "kind": type(self).__name__,
             "format": _FORMAT,
             "params": params,
             "preprocessor": self.preprocessor_.config(),
-            "model": self._model_config(),
+            "model": self._fitted_model_config_,
             "n_bins": self.n_bins_,
             "n_bin_tensors": 0 if self.bins_ is None else len(self.bins_),
             "n_features_in": int(self.n_features_in_),
@@ -529,6 +551,8 @@ class TabularEnsembleEstimator(TablePipeline):
         state = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
         load_state_strict(model, state, what=str(path))
         est.model_ = model.to(torch.device(est.device)).eval()
+        est._fitted_params_ = est._json_params()
+        est._fitted_model_config_ = dict(meta["model"])
         return est
 
     @classmethod

@@ -328,6 +328,7 @@ class _GBDTEstimator(TablePipeline):
         ``train_seconds_``, ``seed_``, ``n_features_in_``, ``classes_`` (classifier).
         """
         self._validate_params()
+        self._forget_fit()
         frame, yarr = self._check_fit_input(X, y)
         self.seed_ = seed = self._seed()
         x_tr, t_tr, x_va, t_va = self._preprocess(frame, yarr, eval_set, seed)

@@ -104,6 +104,12 @@ def as_target(y: Any, *, name: str, n: int) -> np.ndarray:
             stacklevel=3,
         )
     arr = y.to_numpy() if isinstance(y, pd.Series) else np.asarray(y)
+    if arr.dtype.kind in "US" and not isinstance(y, np.ndarray):
+        # a list mixing numbers and strings: numpy turns 1 into "1"; keep the values as given, so the
+        # mixed label types are refused below as they are in an object array or a Series
+        as_given = np.asarray(y, dtype=object)
+        if any(not isinstance(v, (str, bytes)) for v in as_given.ravel()):
+            arr = as_given
     if arr.ndim == 2 and arr.shape[1] == 1:
         warnings.warn(
             f"A column-vector {name} was passed when a 1d array was expected. Please change the shape "

@@ -32,7 +32,7 @@ def network_seed(seed: int, index: int) -> int:
     """
     seed = check_int(seed, name="seed", minimum=0)
     index = check_int(index, name="index", minimum=0)
-    return seed % 2**31 if index == 0 else derive_seed(seed, index) % 2**31
+    return seed if index == 0 else derive_seed(seed, index) % 2**31
 
 
 class PooledNetworks(nn.Module):

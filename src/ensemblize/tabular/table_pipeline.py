@@ -95,7 +95,11 @@ class TablePipeline(BaseEstimator):
         check_real(self.val_fraction, "val_fraction", low=0.0, low_open=True, high=1.0)
         check_bool(self.impute, name="impute")
         if self.random_state is not None and not isinstance(self.random_state, np.random.RandomState):
-            check_int(self.random_state, name="random_state (None, a RandomState or an int)", minimum=0)
+            rs = check_int(self.random_state, name="random_state (None, a RandomState or an int)", minimum=0)
+            if rs > 2**32 - 1:  # scikit-learn's seed range (a modulo used to make 2**31 train exactly as 0)
+                raise ValueError(
+                    f"random_state (None, a RandomState or an int) must be <= 2**32 - 1, got {rs}"
+                )
 
     # -- scikit-learn glue ---------------------------------------------------------------------
     def __sklearn_tags__(self):
@@ -107,10 +111,16 @@ class TablePipeline(BaseEstimator):
         tags.non_deterministic = self.random_state is None
         return tags
 
+    def _forget_fit(self) -> None:
+        """Delete the attributes of an earlier fit (those ending in ``_``; parameters never do), so a
+        refit that fails part-way leaves an unfitted estimator rather than a mix of two fits."""
+        for attr in [a for a in vars(self) if a.endswith("_") and not a.startswith("__")]:
+            delattr(self, attr)
+
     def _seed(self) -> int:
         rs = self.random_state
         if isinstance(rs, Integral) and not isinstance(rs, bool):
-            return int(rs) % (2**31)
+            return int(rs)  # in [0, 2**32 - 1]: _validate_pipeline_params
         from sklearn.utils import check_random_state
 
         return int(check_random_state(rs).randint(2**31 - 1))
