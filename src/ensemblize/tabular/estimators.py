@@ -185,7 +185,7 @@ _PARAMS_DOC = """
             it ranked last of four settings on validation in the ninth round (module docstring).
         impute (True): numeric NaN -> training median plus a missing-indicator feature, categorical
             NaN -> its own category; ``False`` makes any NaN a ValueError naming the columns.
-        random_state (None: an int in [0, 2**32 - 1], a RandomState or None), device ("cpu"),
+        random_state (None; or an int in [0, 2**32 - 1], or a RandomState), device ("cpu"),
         verbose (False).
 """
 
