@@ -218,9 +218,15 @@ def test_params_naming_an_estimator_argument_or_an_unknown_xgboost_key_are_error
         ("learning_rate", "learning_rate"),
         ("max_rounds", "max_rounds"),
         ("n_estimators", "max_rounds"),
+        ("eta", "learning_rate"),  # xgboost's alias: it used to lose to learning_rate without a word
+        ("seed", "random_state"),  # it used to change the model behind seed_
+        ("num_boost_round", "max_rounds"),
     ):
         with pytest.raises(ValueError, match=rf"params \['{key}'\] are the estimator's own.*pass {arg}="):
             GBDTClassifier(kind="xgboost", max_rounds=5, params={key: 3}).fit(X, y)
     with pytest.raises(ValueError, match=r"xgboost does not know the params \['max_dpeth'\]"):
         GBDTClassifier(kind="xgboost", max_rounds=5, random_state=0, params={"max_dpeth": 2}).fit(X, y)
     GBDTClassifier(kind="xgboost", max_rounds=5, random_state=0, params={"max_depth": 2}).fit(X, y)
+    # xgboost's native "lambda" lost to the wrapper's default reg_lambda without a word
+    with pytest.raises(ValueError, match=r"params \['lambda'\] would be overridden .*'reg_lambda'"):
+        GBDTClassifier(kind="xgboost", max_rounds=5, random_state=0, params={"lambda": 50.0}).fit(X, y)

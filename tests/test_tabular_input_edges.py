@@ -151,8 +151,13 @@ def test_a_shared_study_refuses_a_job_it_was_not_made_for(tmp_path):
     with pytest.raises(ValueError, match="data: study '80x3:"):
         tune(LoMETabClassifier(**TINY), X.iloc[:60], y[:60], n_trials=2, search_space=_space(),
              storage=journal, study_name="s")  # fmt: skip
-    again = tune(LoMETabClassifier(**TINY), X, y, n_trials=2, search_space=_space(), storage=journal,
-                 study_name="s", refit=False)  # fmt: skip
+    # a fixed setting of the estimator differs: the best trial's refit would be another model
+    with pytest.raises(ValueError, match=r"estimator_params.max_epochs: study 3 vs now 1\)"):
+        tune(LoMETabClassifier(**{**TINY, "max_epochs": 1}), X, y, n_trials=2, search_space=_space(),
+             storage=journal, study_name="s")  # fmt: skip
+    # where a process runs and how loudly it reports do not make another study
+    again = tune(LoMETabClassifier(**TINY, verbose=True), X, y, n_trials=2, search_space=_space(),
+                 storage=journal, study_name="s", refit=False)  # fmt: skip
     assert len(again.study.trials) == 2  # the same job joins and adds one trial
 
 
@@ -403,3 +408,31 @@ def test_random_state_outside_sklearns_range_is_an_error_and_large_seeds_do_not_
         LoMETabClassifier(**TINY, random_state=bad).fit(X, y)
     # 2**31 used to be reduced modulo 2**31 and train exactly as random_state=0
     assert LoMETabClassifier(**TINY, random_state=2**31).fit(X, y).seed_ == 2**31
+
+
+def test_tune_csv_checks_out_and_storage_before_tuning_and_keeps_class_codes_as_written(tmp_path):
+    from ensemblize.tabular.tuning import tune_csv
+
+    X, y = _frame(120)
+    frame = X.assign(code=np.where(y == 1, "01", "10"))
+    csv = tmp_path / "t.csv"
+    frame.to_csv(csv, index=False)
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    kw = dict(
+        target="code", time_budget=None, n_trials=1, estimator=LoMETabClassifier(**TINY, random_state=0)
+    )
+    # refused at once, not after the budget is spent (it used to fail writing the result)
+    with pytest.raises(ValueError, match=r"--out .*afile.* cannot be created: .*afile' is a file"):
+        tune_csv(csv, out=afile / "sub", **kw)
+    with pytest.raises(ValueError, match=r"storage journal file .*cannot be created"):
+        tune_csv(csv, out=tmp_path / "o1", storage=str(afile / "j.log"), study_name="s", **kw)
+    with pytest.raises(ValueError, match=r"storage journal file .* is an existing folder"):
+        tune_csv(csv, out=tmp_path / "o2", storage=str(tmp_path), study_name="s", **kw)
+    with pytest.raises(ValueError, match=r"is an existing file that is not an Optuna journal"):
+        tune_csv(csv, out=tmp_path / "o3", storage=str(csv), study_name="s", **kw)
+    assert csv.read_text().startswith("a,b,s,code")  # untouched
+    # class codes that look like numbers keep their spelling ("01" used to become the label 1)
+    tune_csv(csv, out=tmp_path / "ok", **kw)
+    model = LoMETabClassifier.load(tmp_path / "ok" / "model")
+    assert model.classes_.tolist() == ["01", "10"]

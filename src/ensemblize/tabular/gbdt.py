@@ -211,6 +211,13 @@ def fit_gbdt(
 
 
 def _fit_xgboost(xgb, X_tr, y_tr, X_va, y_va, task, seed, params, rounds, patience):
+    native = sorted(set(params) & set(_XGB_NATIVE))
+    if native:  # the default under the scikit-learn name won without a word
+        raise ValueError(
+            f"xgboost params {native} would be overridden by this wrapper's defaults for "
+            + ", ".join(f"{_XGB_NATIVE[k]!r}" for k in native)
+            + ": pass them under those names"
+        )
     common = {
         "n_estimators": rounds,
         "early_stopping_rounds": patience,
@@ -286,8 +293,17 @@ _OWN_SETTINGS = {
     "iterations": "max_rounds",
     "random_state": "random_state",
     "random_seed": "random_state",
+    # the engines' aliases of the same settings: passed in params they were ignored (xgboost's ``eta``
+    # lost to the estimator's learning_rate) or changed the model behind ``seed_`` (``seed``)
+    "eta": "learning_rate",
+    "seed": "random_state",
+    "num_boost_round": "max_rounds",
+    "num_trees": "max_rounds",
+    "od_wait": "early_stopping_rounds",
 }
-"""``params`` keys the estimator sets itself, and the estimator argument that sets each."""
+"""``params`` keys the estimator sets itself (and their aliases), and the estimator argument that sets each."""
+_XGB_NATIVE = {"lambda": "reg_lambda", "nthread": "n_jobs"}
+"""xgboost's native names of settings :data:`DEFAULT_PARAMS` sets under the scikit-learn name, which wins."""
 
 
 class _GBDTEstimator(TablePipeline):

@@ -329,11 +329,37 @@ def _storage(storage: Any) -> Any:
         from optuna.storages import JournalStorage
         from optuna.storages.journal import JournalFileBackend
 
-        Path(text).parent.mkdir(parents=True, exist_ok=True)
+        _check_writable_path(Path(text), what="storage journal file")
+        path = Path(text)
+        if path.is_file() and path.stat().st_size:
+            with path.open("rb") as f:
+                first = f.readline(65536)
+            try:
+                json.loads(first)
+            except ValueError:
+                raise ValueError(
+                    f"storage {text!r} is an existing file that is not an Optuna journal (its first line "
+                    "is not JSON); nothing in it was changed — give a new path or a journal file"
+                ) from None
+        path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(text))
     raise TypeError(
         f"storage must be None, a journal-file path, an RDB URL or an optuna storage, got {storage!r}"
     )
+
+
+def _check_writable_path(path: Path, *, what: str, folder: bool = False) -> None:
+    """Refuse, before any work, a ``path`` that could not be written later: a folder where a file is
+    wanted (or the reverse), or a parent that is a file or not writable."""
+    if path.exists() and path.is_dir() != folder:
+        raise ValueError(f"{what} {str(path)!r} is an existing {'file' if folder else 'folder'}")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"{what} {str(path)!r} cannot be created: {str(parent)!r} is a file, not a folder")
+    if not os.access(parent if not path.exists() else path, os.W_OK):
+        raise ValueError(f"{what} {str(path)!r} is not writable here")
 
 
 def _rdb_storage(url: str) -> Any:
@@ -380,6 +406,10 @@ def _make_study(*, storage, study_name, direction, seed, pruner):
 _IDENTITY_KEY = "ensemblize.tune"
 
 
+_NOT_IDENTITY = frozenset({"device", "verbose"})
+"""Estimator parameters that do not make a tuning job another study (see :func:`_study_identity`)."""
+
+
 def _study_identity(estimator, X, y, *, metric, val_fraction, seed, space) -> dict[str, Any]:
     """What makes two :func:`tune` calls the same study: objective, estimator, data, split, space."""
     import hashlib
@@ -393,10 +423,25 @@ def _study_identity(estimator, X, y, *, metric, val_fraction, seed, space) -> di
     h.update(pd.util.hash_pandas_object(frame.rename(columns=str), index=False).to_numpy().tobytes())
     h.update(pd.util.hash_pandas_object(pd.Series(np.asarray(y)), index=False).to_numpy().tobytes())
     names = sorted(space) if isinstance(space, Mapping) else f"callable {getattr(space, '__qualname__', '?')}"
+    # the settings every trial shares (the searched ones excepted): two jobs whose estimators differ in
+    # a fixed setting (max_epochs, calibration, ...) are different studies — the refit of one's best
+    # trial under the other's settings is another model. Where a process runs (device) or how loudly
+    # (verbose) does not change the model, so machines of different kinds can share a study.
+    searched = set(space) if isinstance(space, Mapping) else set()
+    fixed = {
+        k: (
+            v
+            if isinstance(v, (str, int, float, bool, type(None)))
+            else re.sub(r" at 0x[0-9a-fA-F]+", "", repr(v))
+        )
+        for k, v in sorted(estimator.get_params(deep=False).items())
+        if k not in searched and k not in _NOT_IDENTITY
+    }
     return {
         "metric": metric,
         "direction": METRICS[metric],
         "estimator": f"{type(estimator).__module__}.{type(estimator).__qualname__}",
+        "estimator_params": fixed,
         "data": f"{frame.shape[0]}x{frame.shape[1]}:{h.hexdigest()[:16]}",
         "val_fraction": val_fraction,
         "seed": seed,
@@ -422,7 +467,18 @@ def _claim_study(study: Any, identity: dict[str, Any]) -> None:
         study.set_user_attr(_IDENTITY_KEY, identity)
         return
     now = json.loads(json.dumps(identity))  # as the storage holds it (tuples become lists)
-    diff = [f"{k}: study {saved.get(k)!r} vs now {v!r}" for k, v in now.items() if saved.get(k) != v]
+    diff = []
+    for k, v in now.items():
+        old = saved.get(k)
+        if old == v:
+            continue
+        if isinstance(old, dict) and isinstance(v, dict):  # name only the settings that differ
+            keys = sorted(old.keys() | v.keys())
+            diff += [
+                f"{k}.{n}: study {old.get(n)!r} vs now {v.get(n)!r}" for n in keys if old.get(n) != v.get(n)
+            ]
+        else:
+            diff.append(f"{k}: study {old!r} vs now {v!r}")
     if diff:
         raise ValueError(
             f"study {study.study_name!r} in this storage was created for another tuning job "
@@ -589,7 +645,10 @@ def tune(
         timeout: seconds after which this process starts no new trial (a running one finishes).
         storage: None (in memory), a journal-file path, an RDB URL or an optuna storage; processes
             given the same ``storage`` and ``study_name`` tune one study together.
-        study_name: the study's name; required with ``storage``.
+        study_name: the study's name; required with ``storage``. A stored study refuses a job made
+            for something else — another metric, estimator class, fixed estimator setting (all but
+            the searched ones, ``device`` and ``verbose``), data, split or search space — naming
+            what differs.
         search_space: ``{param: optuna distribution}`` or a callable ``trial -> {param: value}``;
             default :func:`lometab_search_space` (for estimators that have those parameters).
         metric: ``"auto"`` (log-loss for classifiers, RMSE for regressors), ``"log_loss"``,
@@ -875,6 +934,7 @@ def _check_out(out: Path, *, overwrite: bool) -> None:
     """Refuse a file as ``out``, and an earlier result in it unless ``overwrite``."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is an existing file, not a folder")
+    _check_writable_path(out, what="--out", folder=True)  # before the budget is spent, not after
     from ensemblize.run_folder import MANIFEST
 
     marks = [name for name in ("run.json", MANIFEST) if (out / name).exists()]
@@ -982,6 +1042,13 @@ def tune_csv(
     task = _infer_task(y, target=target, task=task)
     if echo is not None:
         echo(_task_rule(y, task))
+    if task == "classification" and pd.api.types.is_numeric_dtype(y.dtype):
+        # class codes as written: "01" / "02" parsed as numbers became the labels 1 / 2
+        written = pd.read_csv(path, usecols=[target], dtype=str)[target]
+        if len(written) == len(y) and (written.to_numpy() != y.astype(str).to_numpy()).any():
+            y = written.rename(target)
+            if echo is not None:
+                echo(f"target {target!r}: class labels kept as written (e.g. {y.iloc[0]!r}), not as numbers")
     test_fraction = check_fraction(test_fraction, name="test_fraction")
     est = _default_estimator(task, seed) if estimator is None else estimator
     try:
