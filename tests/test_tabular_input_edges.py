@@ -433,6 +433,10 @@ def test_tune_csv_checks_out_and_storage_before_tuning_and_keeps_class_codes_as_
         tune_csv(csv, out=tmp_path / "o3", storage=str(csv), study_name="s", **kw)
     assert csv.read_text().startswith("a,b,s,code")  # untouched
     # class codes that look like numbers keep their spelling ("01" used to become the label 1)
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "ok" / "notes.md").write_text("| stray table |\n|---|\n| 0.99 |\n")  # the user's own file
     tune_csv(csv, out=tmp_path / "ok", **kw)
     model = LoMETabClassifier.load(tmp_path / "ok" / "model")
     assert model.classes_.tolist() == ["01", "10"]
+    page = (tmp_path / "ok" / "report.html").read_text()
+    assert "notes.md" not in page and "stray table" not in page  # the report shows the tuning's files only

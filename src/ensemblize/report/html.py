@@ -31,7 +31,7 @@ import html
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -264,10 +264,16 @@ def _claims_section(claims: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-def _figures_section(run_dir: Path) -> str:
+def _mine(paths: Any, only: Collection[str] | None) -> list[Path]:
+    """``paths`` limited to the file names in ``only`` (None: all of them)."""
+    return [p for p in paths if only is None or p.name in only]
+
+
+def _figures_section(run_dir: Path, only: Collection[str] | None = None) -> str:
     known = list(FIGURE_CAPTIONS)
     pngs = sorted(
-        run_dir.glob("*.png"), key=lambda p: (known.index(p.name) if p.name in known else len(known), p.name)
+        _mine(run_dir.glob("*.png"), only),
+        key=lambda p: (known.index(p.name) if p.name in known else len(known), p.name),
     )
     if not pngs:
         return ""
@@ -316,8 +322,8 @@ def _markdown_to_html(text: str) -> str:
     return "".join(out)
 
 
-def _markdown_section(run_dir: Path) -> str:
-    files = sorted(run_dir.glob("*.md"))
+def _markdown_section(run_dir: Path, only: Collection[str] | None = None) -> str:
+    files = sorted(_mine(run_dir.glob("*.md"), only))
     if not files:
         return ""
     parts = ['<h2 id="tables">Tables written by the run</h2>']
@@ -355,9 +361,11 @@ def _environment(run_dir: Path, config: Mapping[str, Any]) -> tuple[dict[str, An
     return collect_environment(), "The run did not record its environment: these are the report writer's."
 
 
-def _files_section(run_dir: Path) -> str:
+def _files_section(run_dir: Path, only: Collection[str] | None = None) -> str:
     files = sorted(
-        p for p in run_dir.rglob("*") if p.is_file() and p.name != REPORT_NAME and not p.name.startswith(".")
+        p
+        for p in _mine(run_dir.rglob("*"), only)
+        if p.is_file() and p.name != REPORT_NAME and not p.name.startswith(".")
     )
     rows = [
         [_cell(str(p.relative_to(run_dir))), _cell(f"{p.stat().st_size:,}", p.stat().st_size)] for p in files
@@ -389,11 +397,15 @@ def _command(config: Mapping[str, Any]) -> str:
     return "run" if name == "run" else f"experiment {name}" if "experiment" in config else str(name)
 
 
-def render_report(run_dir: str | Path, *, finishing: bool = False) -> str:
+def render_report(
+    run_dir: str | Path, *, finishing: bool = False, only: Collection[str] | None = None
+) -> str:
     """The report page of ``run_dir`` as one HTML string (see the module doc for its sections).
 
     ``finishing``: the run is complete and its manifest is being (re)written right after this
-    report (a finished command, or ``ensemblize report`` on a finished run); the status says so."""
+    report (a finished command, or ``ensemblize report`` on a finished run); the status says so.
+    ``only``: the file names the command wrote, when the folder may hold other files (``tune
+    --out`` in a user's folder): figures, tables and the file list show only those."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder {run_dir} does not exist")
@@ -420,12 +432,12 @@ def render_report(run_dir: str | Path, *, finishing: bool = False) -> str:
         _claims_section(_claims(run_dir, full)),
         _summary_section(records) if records or not evaluation else "",
         _evaluation_section(evaluation),
-        _figures_section(run_dir),
-        _markdown_section(run_dir),
+        _figures_section(run_dir, only),
+        _markdown_section(run_dir, only),
         _records_section(records),
         _kv_section("Configuration", "configuration", config, "run.json"),
         _kv_section("Environment", "environment", env, env_note),
-        _files_section(run_dir),
+        _files_section(run_dir, only),
     ]
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
@@ -436,12 +448,14 @@ def render_report(run_dir: str | Path, *, finishing: bool = False) -> str:
     )
 
 
-def write_report(run_dir: str | Path, *, finishing: bool = False) -> Path:
+def write_report(
+    run_dir: str | Path, *, finishing: bool = False, only: Collection[str] | None = None
+) -> Path:
     """Write ``run_dir/report.html`` (self-contained: figures embedded, no external resource) atomically.
 
     Returns the path. Raises ``FileNotFoundError`` when ``run_dir`` does not exist and ``ValueError``
     when it is neither a run folder (``results.json`` or ``run.json``) nor an evaluation folder
     (``evaluation.json``), or a file in it is malformed.
     """
-    page = render_report(run_dir, finishing=finishing)
+    page = render_report(run_dir, finishing=finishing, only=only)
     return atomic_write_text(Path(run_dir) / REPORT_NAME, page)

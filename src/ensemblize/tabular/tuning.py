@@ -1090,7 +1090,7 @@ def tune_csv(
     _trials_figure(table, out / "trials.png", metric=res.metric, direction=res.direction)
     from ensemblize.report.html import write_report
 
-    write_report(out)
+    write_report(out, only=_OUTPUTS)  # --out may be a user's folder holding other files
     return report
 
 
