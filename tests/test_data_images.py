@@ -75,6 +75,31 @@ def test_cifar_python_format_reads_what_was_written(tmp_path):
     assert s.y_test.tolist() == labels
 
 
+def test_cifar_python_batches_whose_labels_do_not_match_their_images_are_refused(tmp_path):
+    """A batch one label short used to shift every later label silently; a label 10 loaded as class 10 of
+    10; images stored channels-last were reshaped into scrambled pixels."""
+    _write_py_cifar(tmp_path)
+    batch = tmp_path / "cifar-10-batches-py" / "data_batch_1"
+    good = batch.read_bytes()
+
+    def rewrite(change):
+        d = pickle.loads(good)
+        change(d)
+        batch.write_bytes(pickle.dumps(d))
+
+    for change, match in (
+        (lambda d: d.__setitem__(b"labels", d[b"labels"][1:]), "6 images but 5 labels"),
+        (
+            lambda d: d.__setitem__(b"labels", [10] * len(d[b"labels"])),
+            r"labels must lie in \[0, 9\], got 10..10",
+        ),
+        (lambda d: d.__setitem__(b"data", d[b"data"].reshape(-1, 32, 32, 3)), "uint8 rows of 3072 values"),
+    ):
+        rewrite(change)
+        with pytest.raises(ValueError, match=match):
+            load_cifar(tmp_path, num_classes=10, seed=0, val_fraction=0.2)
+
+
 def test_cifar_binary_format(tmp_path):
     folder = tmp_path / "cifar-10-batches-bin"
     folder.mkdir()

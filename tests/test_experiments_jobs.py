@@ -396,3 +396,13 @@ def test_a_killed_run_takes_its_worker_processes_with_it(tmp_path: Path):
     while _running(worker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _running(worker)
+
+
+def test_repeated_float_options_are_refused_before_a_run_folder_is_written():
+    """``--targets 0.5,0.5`` used to pass the option check and fail inside the runner (a traceback,
+    after run.json was written); ``ints`` refused repeats already."""
+    from ensemblize.experiments.options import OptionError, floats
+
+    with pytest.raises(OptionError, match=r"repeated values: \[0.5, 0.5\]"):
+        floats([0.5, 0.5], option="--targets", high=1.0)
+    assert floats([0.5, 0.7], option="--targets", high=1.0) == [0.5, 0.7]

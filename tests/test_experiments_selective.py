@@ -268,3 +268,19 @@ def test_selective_jobs_read_an_absolute_data_root_while_the_settings_keep_its_s
     assert settings["data_root"] == "cifar"
     jobs = S._jobs(settings)
     assert {j.params["data_root"] for j in jobs} == {str(tmp_path.resolve() / "cifar")}
+
+
+def test_a_target_off_the_coverage_grid_shows_its_numbers_not_a_dash():
+    """A model trained for c = 0.75 records its result at 0.75 (off the table grid) as achieved_coverage /
+    risk_at_target; the deployment table used to look only for thr_coverage@0.75 and print "—"."""
+    import math
+
+    from ensemblize.experiments.selective import _at_target
+
+    own = {"metrics": {"target_coverage": 0.75, "achieved_coverage": 0.755, "risk_at_target": 0.258,
+                       "thr_coverage@0.5": 0.51}}  # fmt: skip
+    assert _at_target(own, 0.75, "thr_coverage", "achieved_coverage") == 0.755
+    assert _at_target(own, 0.75, "thr_risk", "risk_at_target") == 0.258
+    assert _at_target(own, 0.5, "thr_coverage", "achieved_coverage") == 0.51  # the grid's own entry
+    plain = {"metrics": {"thr_coverage@0.5": 0.5}}  # softmax response: trained for no target
+    assert math.isnan(_at_target(plain, 0.75, "thr_coverage", "achieved_coverage"))

@@ -175,6 +175,11 @@ def test_cli_run_and_evaluate_end_to_end(tmp_path):
     res = runner.invoke(app, ["evaluate", str(out), "--out", str(tmp_path / "other"), "-q"])
     assert res.exit_code == 2 and "'--out'" in res.output and "another" in res.output, res.output
     assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["manifest.json"]  # nothing written
+    # a folder inside the run (the run's manifest would miss its files) and a file are refused up front
+    for bad, why in ((out / "eval", "inside the run folder"), (out / "results.json", "existing file")):
+        res = runner.invoke(app, ["evaluate", str(out), "--out", str(bad), "-q"])
+        assert res.exit_code == 2 and "'--out'" in res.output and why in res.output, res.output
+    assert not (out / "eval").exists()
     res = runner.invoke(app, ["evaluate", str(out), "--out", str(out), "-q", "--ood", "uniform"])
     assert res.exit_code == 0, res.output  # the run folder itself, spelled as --out, is fine
     # the evaluation folder gets its own report, and `ensemblize report` renders it again

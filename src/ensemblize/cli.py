@@ -477,7 +477,7 @@ def evaluate(
             for needle, option in (
                 ("unknown OOD set", "'--ood'"),
                 ("is read from disk", "'--data-root'"),
-                ("is another run folder", "'--out'"),
+                ("--out ", "'--out'"),  # every --out error of evaluate_run starts so
             ):
                 if needle in text:
                     raise typer.BadParameter(text, param_hint=option) from None

@@ -59,7 +59,21 @@ def _recorded_far_ood(config: dict[str, Any], dataset: str) -> tuple[str, ...] |
 
 
 def _check_out(run_dir: Path, out: Path) -> None:
-    """ValueError when ``out`` is another run folder: its manifest would no longer match its files."""
+    """ValueError when ``out`` is another run folder (its manifest would no longer match its files), a
+    folder inside the run (the run's manifest would then miss the new files), or not a folder."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is an existing file, not a folder")
+    here, run = out.resolve(), run_dir.resolve()
+    if here != run and run in here.parents:
+        raise ValueError(
+            f"--out {out} is inside the run folder {run_dir}, whose manifest would no longer match its "
+            "files: write the evaluation into the run itself (no --out) or into a folder outside it"
+        )
+    parent = here.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"--out {out} cannot be created: {parent} is a file, not a folder")
     if out.resolve() != run_dir.resolve() and (out / "manifest.json").is_file():
         raise ValueError(
             f"--out {out} is another run folder (it has a manifest.json): write the evaluation into the run "

@@ -338,7 +338,22 @@ def load_cifar(
                 x, y = _read_bin_batch(base / f, num_classes)
             else:
                 batch = _read_py_batch(base / f)
-                x, y = np.asarray(batch[b"data"], dtype=np.uint8), np.asarray(batch[rest[0]], dtype=np.int64)
+                if rest[0] not in batch:
+                    raise ValueError(f"{base / f}: no {rest[0]!r} entry (the batch's labels)")
+                raw = np.asarray(batch[b"data"])
+                if raw.ndim != 2 or raw.shape[1] != 3072 or raw.dtype != np.uint8:
+                    raise ValueError(
+                        f"{base / f}: data must be uint8 rows of 3072 values (3 x 32 x 32, channels first), "
+                        f"got {raw.dtype} {raw.shape}"
+                    )
+                x, y = raw, np.asarray(batch[rest[0]], dtype=np.int64).reshape(-1)
+            # a batch whose labels and images are out of step would shift every later label silently
+            if len(x) != len(y):
+                raise ValueError(f"{base / f}: {len(x)} images but {len(y)} labels")
+            if len(y) and (y.min() < 0 or y.max() >= num_classes):
+                raise ValueError(
+                    f"{base / f}: labels must lie in [0, {num_classes - 1}], got {int(y.min())}..{int(y.max())}"
+                )
             xs.append(x)
             ys.append(y)
         x = np.concatenate(xs).reshape(-1, 3, 32, 32).astype(np.float64) / 255.0

@@ -60,7 +60,7 @@ def _seq(values: Iterable[Any] | Any, option: str) -> list[Any]:
 def floats(
     values: Iterable[float], *, option: str, low: float = 0.0, high: float = math.inf, low_open: bool = True
 ) -> list[float]:
-    """A non-empty list of finite numbers in ``(low, high]`` (``[low, high]`` when not ``low_open``)."""
+    """A non-empty list of finite numbers in ``(low, high]`` (``[low, high]`` when not ``low_open``), without repeats."""
     out = []
     for v in _seq(values, option):
         ok = isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v)
@@ -70,6 +70,8 @@ def floats(
             hi = "∞)" if math.isinf(high) else f"{high:g}]"
             raise OptionError(option, f"values must lie in {lo}{low:g}, {hi}, got {v!r}")
         out.append(float(v))
+    if len(set(out)) != len(out):  # two identical jobs: refused here, before a run folder is written
+        raise OptionError(option, f"has repeated values: {out}")
     return out
 
 

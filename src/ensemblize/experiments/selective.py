@@ -545,11 +545,26 @@ def format_markdown(records: Sequence[Any], *, seeds: Sequence[int]) -> str:
             if rows is None:
                 cells.append("—")
                 continue
-            cov = _ms([r["metrics"].get(f"thr_coverage@{t:g}", math.nan) for r in rows], 3)
-            risk = _ms([r["metrics"].get(f"thr_risk@{t:g}", math.nan) for r in rows], 3)
+
+            covs = [_at_target(r, t, "thr_coverage", "achieved_coverage") for r in rows]
+            if all(math.isnan(c) for c in covs):
+                cells.append("n/a (off the grid)")
+                continue
+            cov = _ms(covs, 3)
+            risk = _ms([_at_target(r, t, "thr_risk", "risk_at_target") for r in rows], 3)
             cells.append(f"{cov} / {risk}")
         lines.append(f"| {method} | {scoring} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _at_target(record: dict, t: float, key: str, own: str) -> float:
+    """A record's validation-threshold result ``key`` at coverage ``t``: from the table grid, or — for a
+    model trained for ``t`` off that grid — its ``own`` entry (``achieved_coverage`` / ``risk_at_target``);
+    NaN for a model trained for no target (softmax response), which has results on the grid only."""
+    m = record["metrics"]
+    if f"{key}@{t:g}" in m:
+        return m[f"{key}@{t:g}"]
+    return m[own] if m.get("target_coverage") == t and own in m else math.nan
 
 
 def risk_coverage_figure(
