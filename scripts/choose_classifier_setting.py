@@ -63,6 +63,17 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import rankdata
 
+
+def _sibling(name: str):
+    """Another script of this folder, as a module (its helpers are reused, not copied)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 TABLES = ("credit", "churn", "telco", "attrition", "hmda", "creditcard", "stackoverflow", "hpc", "wvs")
 SPLITS = (0, 1, 2)
 SEEDS = (0, 1, 2)
@@ -99,30 +110,6 @@ def import_runs(folders: list[Path], out: Path) -> int:
     return n
 
 
-def import_candidate(source: Path, name: str, out: Path) -> int:
-    """Copy candidate ``name``'s records of an earlier round's file into ``out`` as this round's default."""
-    have = {(r["candidate"], r["dataset"], r["split_seed"], r["seed"]) for r in load(out)}
-    n = 0
-    with out.open("a") as f:
-        for rec in load(source):
-            key = ("default", rec["dataset"], rec["split_seed"], rec["seed"])
-            if rec["candidate"] == name and rec["dataset"] in TABLES and key not in have:
-                f.write(json.dumps({**rec, "candidate": "default"}) + "\n")
-                have.add(key)
-                n += 1
-    return n
-
-
-def _halves(y: np.ndarray, seed: int = 0) -> np.ndarray:
-    """A stratified 0/1 assignment of the rows to two halves."""
-    rng = np.random.default_rng(seed)
-    half = np.zeros(len(y), dtype=np.int64)
-    for c in np.unique(y):
-        idx = rng.permutation(np.flatnonzero(y == c))
-        half[idx[len(idx) // 2 :]] = 1
-    return half
-
-
 def cross_fitted_job(*, dataset: str, seed: int, split_seed: int, overrides: dict) -> dict:
     """The benchmark's fit of the shipped estimator with ``overrides`` (as ``tabular_job``), plus
     cross-fitted validation scores: ``T`` fitted on one stratified half of the validation rows rescales
@@ -155,7 +142,7 @@ def cross_fitted_job(*, dataset: str, seed: int, split_seed: int, overrides: dic
         warnings.simplefilter("ignore", UnknownCategoryWarning)
         z = est._raw_members(splits.val.X)  # (N, K, C) float64 logits, no temperature
     y = _class_index(est.classes_, splits.val.y, part="val_")
-    half = _halves(y)
+    half = _sibling("check_lometab_temperature")._halves(y)  # stratified halves, seed 0
     proba = np.zeros((len(y), z.shape[-1]))
     temps = []
     for h in (0, 1):
@@ -229,7 +216,8 @@ def main() -> None:
         print(f"imported {import_runs(args.imports, args.out)} default records")
     if args.import_candidate:
         source, old = args.import_candidate.rsplit(":", 1)
-        print(f"imported {import_candidate(Path(source), old, args.out)} records of {old} as the default")
+        n = _sibling("choose_regressor_setting").import_candidate(Path(source), old, args.out)
+        print(f"imported {n} records of {old} as the default")
     if args.report or args.imports or args.import_candidate:
         report(load(args.out), args.round_)
         return

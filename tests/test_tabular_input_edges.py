@@ -423,7 +423,9 @@ def test_tune_csv_checks_out_and_storage_before_tuning_and_keeps_class_codes_as_
         target="code", time_budget=None, n_trials=1, estimator=LoMETabClassifier(**TINY, random_state=0)
     )
     # refused at once, not after the budget is spent (it used to fail writing the result)
-    with pytest.raises(ValueError, match=r"--out .*afile.* cannot be created: .*afile' is a file"):
+    with pytest.raises(
+        ValueError, match=r"--out .*afile.* cannot be created: .*afile is a file, not a folder"
+    ):
         tune_csv(csv, out=afile / "sub", **kw)
     with pytest.raises(ValueError, match=r"storage journal file .*cannot be created"):
         tune_csv(csv, out=tmp_path / "o1", storage=str(afile / "j.log"), study_name="s", **kw)

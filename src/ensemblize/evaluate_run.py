@@ -16,6 +16,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from .run_folder import uncreatable
+
 __all__ = ["evaluate_run"]
 
 
@@ -69,12 +71,10 @@ def _check_out(run_dir: Path, out: Path) -> None:
             f"--out {out} is inside the run folder {run_dir}, whose manifest would no longer match its "
             "files: write the evaluation into the run itself (no --out) or into a folder outside it"
         )
-    parent = here.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ValueError(f"--out {out} cannot be created: {parent} is a file, not a folder")
-    if out.resolve() != run_dir.resolve() and (out / "manifest.json").is_file():
+    why = uncreatable(out)
+    if why:
+        raise ValueError(f"--out {out} cannot be created: {why}")
+    if here != run and (out / "manifest.json").is_file():
         raise ValueError(
             f"--out {out} is another run folder (it has a manifest.json): write the evaluation into the run "
             "itself (no --out) or into a folder of its own"

@@ -59,6 +59,22 @@ MODES = ("new", "resume", "overwrite")
 _TMP = re.compile(r"^\..+\.tmp$")
 
 
+def uncreatable(path: str | os.PathLike) -> str | None:
+    """Why ``path`` (not there yet) could not be created — its nearest existing ancestor is a file or
+    not writable — or None (also when ``path`` exists). For refusing an output before any work."""
+    path = Path(path)
+    if path.exists():
+        return None
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file, not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} is not writable"
+    return None
+
+
 class RunFolderError(ValueError):
     """A run folder cannot be used as asked (exists, other configuration, incomplete)."""
 
@@ -180,14 +196,9 @@ class RunFolder:
         """Everything that can be refused without touching the disk (used before any work starts)."""
         if self.path.exists() and not self.path.is_dir():
             raise RunFolderError(f"--out {self.path} is an existing file, not a folder")
-        if not self.path.exists():
-            parent = self.path.absolute().parent
-            while not parent.exists():
-                parent = parent.parent
-            if not parent.is_dir():
-                raise RunFolderError(f"--out {self.path} cannot be created: {parent} is a file, not a folder")
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise RunFolderError(f"--out {self.path} cannot be created: {parent} is not writable")
+        why = uncreatable(self.path)
+        if why:
+            raise RunFolderError(f"--out {self.path} cannot be created: {why}")
         if self._occupied() and not (self.path / CONFIG).is_file():
             raise RunFolderError(
                 f"--out {self.path} is not empty and is not an ensemblize run folder (it has no {CONFIG}); "

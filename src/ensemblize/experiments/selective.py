@@ -545,7 +545,6 @@ def format_markdown(records: Sequence[Any], *, seeds: Sequence[int]) -> str:
             if rows is None:
                 cells.append("—")
                 continue
-
             covs = [_at_target(r, t, "thr_coverage", "achieved_coverage") for r in rows]
             if all(math.isnan(c) for c in covs):
                 cells.append("n/a (off the grid)")

@@ -351,14 +351,14 @@ def _storage(storage: Any) -> Any:
 def _check_writable_path(path: Path, *, what: str, folder: bool = False) -> None:
     """Refuse, before any work, a ``path`` that could not be written later: a folder where a file is
     wanted (or the reverse), or a parent that is a file or not writable."""
+    from ensemblize.run_folder import uncreatable
+
     if path.exists() and path.is_dir() != folder:
         raise ValueError(f"{what} {str(path)!r} is an existing {'file' if folder else 'folder'}")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ValueError(f"{what} {str(path)!r} cannot be created: {str(parent)!r} is a file, not a folder")
-    if not os.access(parent if not path.exists() else path, os.W_OK):
+    why = uncreatable(path)
+    if why:
+        raise ValueError(f"{what} {str(path)!r} cannot be created: {why}")
+    if path.exists() and not os.access(path, os.W_OK):
         raise ValueError(f"{what} {str(path)!r} is not writable here")
 
 
