@@ -167,6 +167,30 @@ def test_plateau_lr_schedule_cuts_by_its_rule_and_keeps_the_best_epoch():
         LoMETabRegressor(**{**TINY, "lr_schedule": "cosine"}).fit(Xtr, ytr)
 
 
+def test_ema_decay_scores_and_keeps_the_averaged_weights_and_survives_save(tmp_path):
+    from sklearn.datasets import load_diabetes
+
+    X, y = load_diabetes(return_X_y=True)
+    Xtr, Xva, ytr, yva = _split(X, y)
+    kw = {**TINY, "max_epochs": 12, "patience": 12, "lr": 0.02, "n_networks": 1}
+    raw = LoMETabRegressor(**kw).fit(Xtr, ytr, eval_set=(Xva, yva))
+    ema = LoMETabRegressor(**kw, ema_decay=0.9).fit(Xtr, ytr, eval_set=(Xva, yva))
+    # the raw steps are the same run; what is scored (and kept) is the average
+    assert [r["train_loss"] for r in ema.history_] == [r["train_loss"] for r in raw.history_]
+    assert [r["val_rmse"] for r in ema.history_] != [r["val_rmse"] for r in raw.history_]
+    # the fitted network is the best epoch's average: its validation RMSE is the recorded one
+    y_std = float(np.std(ytr))
+    rmse = float(np.sqrt(np.mean((ema.predict(Xva) - yva) ** 2))) / y_std
+    assert rmse == pytest.approx(ema.best_score_, rel=1e-3)
+    ema.save(tmp_path / "m")
+    again = LoMETabRegressor.load(tmp_path / "m")
+    assert again.get_params()["ema_decay"] == 0.9
+    np.testing.assert_array_equal(again.predict(Xva), ema.predict(Xva))
+    with pytest.raises(ValueError, match="ema_decay.*1.5"):
+        LoMETabRegressor(**{**TINY, "ema_decay": 1.5}).fit(Xtr, ytr)
+    assert LoMETabClassifier().get_params()["ema_decay"] is None
+
+
 def test_monitor_picks_the_epoch_of_best_validation_accuracy_or_nll():
     from sklearn.datasets import load_wine
 

@@ -59,6 +59,7 @@ from ensemblize.tabular.pooled import PooledNetworks, network_seed
 from ensemblize.tabular.table_pipeline import TablePipeline, estimator_init
 from ensemblize.tabular.train import LR_SCHEDULES, auto_batch_size, predict_members, train_model
 from ensemblize.tabular.uncertainty import classification_uncertainty, regression_uncertainty
+from ensemblize.training.averaging import check_ema_decay
 
 __all__ = [
     "CALIBRATIONS",
@@ -107,6 +108,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "max_epochs": 200,
     "patience": 16,
     "lr_schedule": "constant",
+    "ema_decay": None,
     "per_member_batches": False,
     "n_networks": 1,
     "val_fraction": 0.2,
@@ -163,7 +165,7 @@ class TabularEnsembleEstimator(TablePipeline):
     include the parameters read here: ``members``, ``n_blocks``, ``d_block``, ``dropout``,
     ``d_embedding``, ``embedding``, ``n_bins``,
     ``bin_method``, ``lr``, ``weight_decay``, ``batch_size``, ``max_epochs``, ``patience``,
-    ``lr_schedule``, ``per_member_batches``, ``n_networks``, ``val_fraction``, ``impute``, ``random_state``, ``device``, ``verbose``)
+    ``lr_schedule``, ``ema_decay``, ``per_member_batches``, ``n_networks``, ``val_fraction``, ``impute``, ``random_state``, ``device``, ``verbose``)
     and the network hooks ``_validate_model_params``, ``_network_options``, ``_network``.
     """
 
@@ -248,6 +250,7 @@ class TabularEnsembleEstimator(TablePipeline):
         check_int(self.max_epochs, name="max_epochs", minimum=1)
         check_int(self.patience, name="patience", minimum=1)
         check_choice(self.lr_schedule, LR_SCHEDULES, name="lr_schedule")
+        check_ema_decay(self.ema_decay)
         check_bool(self.per_member_batches, name="per_member_batches")
         check_bool(self.verbose, name="verbose")
         self._validate_pipeline_params()
@@ -316,6 +319,7 @@ class TabularEnsembleEstimator(TablePipeline):
                         max_epochs=int(self.max_epochs),
                         patience=int(self.patience),
                         lr_schedule=self.lr_schedule,
+                        ema_decay=None if self.ema_decay is None else float(self.ema_decay),
                         per_member_batches=bool(self.per_member_batches),
                         seed=seed_s,
                         verbose=bool(self.verbose),

@@ -183,6 +183,10 @@ _PARAMS_DOC = """
             0.3 after every ``max(1, patience // 3)`` epochs without a better validation score
             (patience 24: after 8 and 16 stalled epochs; early stopping after 24). Not the default:
             it ranked last of four settings on validation in the ninth round (module docstring).
+        ema_decay (None): ``None`` trains and early-stops on the raw weights (TabM's recipe); a decay in
+            ``(0, 1)`` keeps an exponential moving average of the weights (warm-up
+            ``min(ema_decay, (1 + t) / (10 + t))`` at step ``t``) that validation, early stopping and
+            the fitted network use (:mod:`ensemblize.training.averaging`).
         impute (True): numeric NaN -> training median plus a missing-indicator feature, categorical
             NaN -> its own category; ``False`` makes any NaN a ValueError naming the columns.
         random_state (None; or an int in [0, 2**32 - 1], or a RandomState), device ("cpu"),

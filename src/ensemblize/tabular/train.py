@@ -166,6 +166,7 @@ def train_model(
     max_epochs: int = 200,
     patience: int = 16,
     lr_schedule: str = "constant",
+    ema_decay: float | None = None,
     grad_clip: float = 1.0,
     per_member_batches: bool = False,
     seed: int = 0,
@@ -192,6 +193,9 @@ def train_model(
             cut (γ = :data:`PLATEAU_GAMMA`) each time :func:`plateau_step` further epochs pass
             without a better validation score; the rate stays cut when the score improves again
             (:func:`ensemblize.training.fit`'s ``schedule="plateau"``).
+        ema_decay: ``None`` (TabM's recipe) or a decay in ``(0, 1)``: validation, early stopping and
+            the restored best epoch use an exponential moving average of the weights
+            (:func:`ensemblize.training.fit`'s ``ema_decay``, :mod:`ensemblize.training.averaging`).
         grad_clip: maximum global gradient norm (``None`` or ``0`` disables clipping).
         per_member_batches: each member gets its own row order.
         seed: seeds the batch order and the per-epoch RNG (dropout); parameter init follows the
@@ -236,6 +240,7 @@ def train_model(
         step_size=plateau_step(patience),
         gamma=PLATEAU_GAMMA,
         grad_clip=float(grad_clip) if grad_clip else None,
+        ema_decay=ema_decay,
         task="regression" if regression else "classification",
         regularizer=regularizer,
         monitor="val_rmse" if regression else _FIT_MONITOR[monitor],

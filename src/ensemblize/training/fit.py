@@ -37,6 +37,7 @@ from .._checks import check_int, check_module
 from . import distributed as D
 from . import resume as R
 from . import state as S
+from .averaging import WeightAverage
 from .data import (
     IndexedSource,
     LoaderSource,
@@ -129,6 +130,7 @@ def fit(
     decay_filter: str | Callable[[str, nn.Parameter, nn.Module], bool] = "standard",
     gate_lr_scale: float = 1.0,
     grad_clip: float | None = None,
+    ema_decay: float | None = None,
     task: str = "classification",
     loss_fn: Callable[[Any, Tensor], Tensor] | None = None,
     regularizer: Callable[[nn.Module], Tensor] | None = None,
@@ -178,6 +180,13 @@ def fit(
     same epochs as early stopping, so with ``early_stopping_patience`` P a run makes at most
     ``⌈P / step_size⌉ − 1`` cuts per plateau); ``"none"``.
     ``grad_clip`` clips the global gradient norm (over all members together).
+
+    Weight averaging: ``ema_decay`` (``None``: off; else in ``(0, 1)``) keeps an exponential moving
+    average of the weights, updated after every step with the warm-up decay
+    ``min(ema_decay, (1 + t) / (10 + t))`` at step ``t`` (:mod:`ensemblize.training.averaging`).
+    Validation, early stopping and best-epoch selection then score the AVERAGED weights, and the
+    model ends with them (the best epoch's average with early stopping, the last one without).
+    Training itself, and what ``callbacks`` receive as the model, are the raw weights.
 
     Batches: ``per_member_batches=True`` gives every member its own row order each epoch: the index
     is ``(B, M)`` and the model receives ``(B, M, ...)`` inputs and ``(B, M)`` targets (tabular
@@ -282,6 +291,8 @@ def _prepare(run: Run, o: dict) -> None:
     else:
         run.steps = run.train.num_batches(run.train.n, o["batch_size"])
     run.config["initial_weights"] = R.weights_fingerprint(run.module)
+    if o["ema_decay"] is not None:
+        run.ema = WeightAverage(run.module, decay=o["ema_decay"])
 
 
 def _start(run: Run, folder: Path | None, resume: bool) -> R.LoopState:
@@ -294,7 +305,8 @@ def _start(run: Run, folder: Path | None, resume: bool) -> R.LoopState:
     else:
         if run.ctx.is_main:
             S.remove_temporaries(folder)
-        st = R.restore(folder, run.module, run.opt, run.config, device=run.device, announce=run.ctx.is_main)
+        st = R.restore(folder, run.module, run.opt, run.config, device=run.device, announce=run.ctx.is_main,
+                       ema=run.ema)  # fmt: skip
     starts = D.gather(st.epoch, run.ctx)
     if len(set(starts)) > 1:
         raise RuntimeError(f"ranks resume from different epochs {starts}; checkpoint_dir must be shared")
@@ -311,12 +323,14 @@ def _train(run: Run, o: dict) -> FitResult:
         while st.epoch < o["epochs"] and not st.stopped:
             record = _epoch(run, st, o)
             if folder is not None and run.ctx.is_main:
-                R.save(folder, run.module, run.opt, run.config, st)
+                R.save(folder, run.module, run.opt, run.config, st, ema=run.ema)
             bar.update(_shown(record))
     finally:
         bar.close()
     if run.patience is not None and st.best_state is not None:
         run.module.load_state_dict(st.best_state)
+    elif run.ema is not None:
+        run.module.load_state_dict(run.ema.averaged.state_dict())
     return FitResult(
         history=st.history,
         best_epoch=st.best_epoch,
@@ -358,7 +372,8 @@ def _epoch(run: Run, st: R.LoopState, o: dict) -> dict[str, Any]:
         "lr": lr_now,
     }
     if run.val is not None:
-        record.update(validate(run.module, run.val, loss=run.loss, task=run.task, classify=run.classify_val,
+        scored = run.module if run.ema is None else run.ema.averaged
+        record.update(validate(scored, run.val, loss=run.loss, task=run.task, classify=run.classify_val,
                                num_classes=run.num_classes, batch_size=max(o["batch_size"], 256), device=run.device,
                                ctx=run.ctx, val_metrics=run.val_metrics))  # fmt: skip
         _track_best(run, st, record)
@@ -384,7 +399,8 @@ def _track_best(run: Run, st: R.LoopState, record: dict[str, Any]) -> None:
     if st.best_key is None or key < st.best_key:
         st.best_key, st.best_epoch, st.since_best = key, st.epoch + 1, 0
         if run.patience is not None:
-            st.best_state = {k: v.detach().clone() for k, v in run.module.state_dict().items()}
+            scored = run.module if run.ema is None else run.ema.averaged
+            st.best_state = {k: v.detach().clone() for k, v in scored.state_dict().items()}
     else:
         st.since_best += 1
         if run.patience is not None and st.since_best >= run.patience:
@@ -451,6 +467,8 @@ def _step(run: Run, batch: Any, grad_clip: float | None) -> Tensor:
     if grad_clip is not None:
         torch.nn.utils.clip_grad_norm_([p for g in run.opt.param_groups for p in g["params"]], grad_clip)
     run.opt.step()
+    if run.ema is not None:
+        run.ema.update(run.module)
     done = torch.stack([task.detach().double(), reg.detach().double().to(task.device)]) * rows
     return torch.cat(
         [done.to(run.device), torch.full((1,), float(rows), dtype=torch.float64, device=run.device)]

@@ -1,7 +1,7 @@
 """Checkpoints of :func:`ensemblize.training.fit`: save an epoch, resume only the very same run.
 
 A checkpoint (``epoch_NNNN.safetensors`` + ``.json``, see :mod:`ensemblize.training.state`) holds the
-model, the best weights so far, the optimiser state, the torch RNG state, the history, the
+model, the best weights so far, the weight average (``ema_decay``), the optimiser state, the torch RNG state, the history, the
 early-stopping state and the run's configuration. The configuration includes every training
 option (the loss, regulariser and decay filter by what they compute:
 :func:`ensemblize.training.identity.callable_identity`), the ``seed``, a fingerprint of the training and validation data
@@ -90,6 +90,7 @@ def restore(
     *,
     device: torch.device,
     announce: bool,
+    ema: Any = None,
 ) -> LoopState:
     """The loop state of the newest checkpoint in ``folder`` loaded into ``module``/``opt`` (fresh if none)."""
     loaded = S.latest_checkpoint(folder)
@@ -103,6 +104,8 @@ def restore(
     opt.load_state_dict(S.decode(meta["optimizer"], tensors))
     torch.set_rng_state(tensors["rng.torch"])
     best = {k[5:]: v.to(device) for k, v in tensors.items() if k.startswith("best.")}
+    if ema is not None:  # the config matched, so the checkpoint has the average (ema_decay is in it)
+        ema.load_state_dict({k[4:]: v.to(device) for k, v in tensors.items() if k.startswith("ema.")})
     epoch = int(meta["epoch"])
     if announce:
         print(f"fit: resuming from epoch {epoch} in {folder}", file=sys.stderr, flush=True)
@@ -120,9 +123,13 @@ def restore(
     )
 
 
-def save(folder: Path, module: nn.Module, opt: torch.optim.Optimizer, config: dict, st: LoopState) -> None:
-    """Write the checkpoint of epoch ``st.epoch`` (then older ones are removed)."""
+def save(folder: Path, module: nn.Module, opt: torch.optim.Optimizer, config: dict, st: LoopState, *,
+         ema: Any = None) -> None:  # fmt: skip
+    """Write the checkpoint of epoch ``st.epoch`` (then older ones are removed); ``ema``: the run's
+    :class:`~ensemblize.training.averaging.WeightAverage`, stored as ``ema.*`` tensors."""
     tensors: dict[str, Tensor] = {f"model.{k}": v for k, v in module.state_dict().items()}
+    if ema is not None:
+        tensors.update({f"ema.{k}": v for k, v in ema.state_dict().items()})
     if st.best_state is not None:
         tensors.update({f"best.{k}": v for k, v in st.best_state.items()})
     tensors["rng.torch"] = torch.get_rng_state()

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from .._checks import check_bool, check_int, check_labels, check_positive
 from . import distributed as D
+from .averaging import check_ema_decay
 from .data import IndexedSource, Source, call_model, check_batch, split_batch, to_device, tree_map
 from .identity import callable_identity
 from .modes import eval_mode
@@ -61,6 +62,7 @@ class Run:
     val_metrics: Mapping[str, Callable[[Tensor, Tensor], float]]
     wrapped: nn.Module | None = None
     opt: torch.optim.Optimizer | None = None
+    ema: Any = None  # a WeightAverage with fit(ema_decay=...)
     shard_rows: int = 0
     steps: int = 0
 
@@ -224,6 +226,7 @@ def check_options(kw: dict[str, Any]) -> dict[str, Any]:
             raise ValueError("early_stopping_patience needs validation data (val=None)")
     if o["grad_clip"] is not None:
         o["grad_clip"] = check_positive(o["grad_clip"], name="grad_clip")
+    o["ema_decay"] = check_ema_decay(o["ema_decay"])
     o["seed"] = check_int(o["seed"], name="seed", minimum=0)
     _check_callables(o)
     return o
@@ -302,6 +305,7 @@ def make_run(o: dict, module: nn.Module, train: Source, val: Source | None, devi
         },  # fmt: skip
         "decay_filter": decay_filter_name(o["decay_filter"]),
         **_gate_lr_config(o["gate_lr_scale"]),
+        **({} if o["ema_decay"] is None else {"ema_decay": o["ema_decay"]}),  # older checkpoints resume
         "monitor": monitor,
         "loss": callable_identity(info["loss"]),
         "regularizer": None if o["regularizer"] is None else callable_identity(o["regularizer"]),
