@@ -36,6 +36,16 @@ schedule: ``lr_schedule="plateau"`` (lr × 0.3 after every 4 epochs without a be
 at the default patience 12), the same with patience 24 (cuts after 8 and 16 stalled epochs), and
 patience 24 at a constant lr (the control that separates the longer patience from the cuts). The
 screen ranks four settings per cell.
+**13** — the same rule from the shipped regressor (patience 24, auto batch 128, independent network
+seeds; its fits: the current benchmark folders, ``--import runs/s13/lometab-split0 … lometabx-split2``),
+one candidate: ``ema_decay=0.999``, an exponential moving average of the weights that validation,
+early stopping and the fitted network use (see ``choose_classifier_setting.py``, round 13, for why).
+The screen then ranks two settings per cell (the candidate goes on to the confirmation only if its
+mean rank over the 9 screen cells is lower than the default's)::
+
+    python scripts/choose_regressor_setting.py --round 13 --out F --import runs/s13/lometab-split{0,1,2} runs/s13/lometabx-split{0,1,2}
+    OMP_NUM_THREADS=1 python scripts/choose_regressor_setting.py --round 13 --stage 1 --tables concrete --out F
+    python scripts/choose_regressor_setting.py --round 13 --report --out F
 
 Each fit is :func:`ensemblize.experiments.tabular_methods.tabular_job` (method ``lometab``, budget
 ``full``, the candidate's overrides) — exactly the benchmark's job — one JSON line per fit in
@@ -84,6 +94,11 @@ ROUNDS: dict[int, dict[str, dict]] = {
         "plateau": {"lr_schedule": "plateau"},
         "plateau_p24": {"lr_schedule": "plateau", "patience": 24},
         "p24": {"patience": 24},
+    },
+    # round 13, from the shipped regressor (patience 24): weight averaging
+    13: {
+        "default": {},
+        "ema": {"ema_decay": 0.999},
     },
 }
 
