@@ -189,3 +189,29 @@ def test_softmax_response_does_not_saturate_in_float32():
     assert len(torch.unique(sr)) == 10 and sr.dtype == torch.float64
     assert out.logits.dtype == torch.float32
     assert threshold_for_coverage(sr.numpy(), 0.1) == sr.max().item()
+
+
+@pytest.mark.parametrize("kind", ["plain", "gamblers"])
+def test_plain_and_gamblers_scores_do_not_saturate_in_float32(kind):
+    """The same for a plain classifier's softmax response and Deep Gamblers' 1 − p_abstain: float32
+    logits with margins 20–29 gave ten scores of exactly 1.0 (one tie group); float64 keeps them apart,
+    and a threshold for 10 % coverage accepts one row."""
+    from ensemblize.evaluation.selective import score_model
+    from ensemblize.selective.thresholds import coverage_achieved, threshold_for_coverage
+
+    margins = torch.arange(20.0, 30.0)
+
+    class Confident(nn.Module):
+        def forward(self, inp):  # (B, 4): class 0 far ahead (for gamblers, of the abstain logit too)
+            z = torch.zeros(len(inp), 4)
+            z[:, 0] = margins[: len(inp)] + 0 * inp[:, 0]
+            return z
+
+    x = torch.randn(10, 3)
+    with torch.no_grad():
+        z = Confident()(x)
+    assert len(torch.unique(torch.softmax(z, -1).amax(-1))) == 1  # float32 ties them all at 1.0
+    s = score_model(Confident(), x, kind=kind)
+    for score in (s.sr, s.own) if kind == "gamblers" else (s.sr,):
+        assert score.dtype == np.float64 and len(np.unique(score)) == 10
+        assert coverage_achieved(score, threshold_for_coverage(score, 0.1)) == pytest.approx(0.1)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+import torch
 from torch import Tensor, nn
 
 from .._checks import check_choice, check_finite, check_fraction, check_int, check_labels, to_numpy
@@ -224,9 +225,11 @@ def score_model(model: nn.Module, x: Tensor, *, kind: str, batch_size: int = 512
             p.probs.argmax(-1).numpy(), p.selection.double().numpy(), p.probs.amax(-1).double().numpy()
         )
     if kind == "plain":
-        pbar = predict(model, x, batch_size=batch_size).mean(1)
+        # float64 probabilities: in float32 the most confident rows all score exactly 1.0 and tie
+        pbar = predict(model, x, batch_size=batch_size, dtype=torch.float64).mean(1)
         return Scores(pred=pbar.argmax(-1).numpy(), own=None, sr=pbar.amax(-1).double().numpy())
-    logits = predict_outputs(model, x, transform=logits_of, batch_size=batch_size)
+    # float64 from the logits on: 1 − p_abstain and max p of confident rows would tie at 1.0 in float32
+    logits = predict_outputs(model, x, transform=lambda out: logits_of(out).double(), batch_size=batch_size)
     if logits.dim() not in (2, 3):
         raise ValueError(
             f"kind='gamblers' needs logits (N, K+1) or member logits (N, M, K+1), got {tuple(logits.shape)}"

@@ -203,19 +203,25 @@ def predict(
     labels_key: str = "labels",
     progress: bool = False,
     desc: str = "predict",
+    dtype: torch.dtype | None = None,
 ) -> Tensor:
     """Member probabilities ``softmax(z_m)`` (N, M, C) — or member predictions for regression — on CPU.
 
     ``task="classification"``: logits from any output form (module docstring), ``(B, C)`` counting
-    as one member, returned as probabilities ``(N, M, C)`` in the logits' dtype.
+    as one member, returned as probabilities ``(N, M, C)`` in the logits' dtype, or in ``dtype``
+    when given (the logits are cast first: ``dtype=torch.float64`` keeps confident rows apart —
+    in float32 ``max_c p_c`` is exactly 1.0 once the logit margin passes about 17, so such rows tie).
     ``task="regression"``: outputs ``(B,)``, ``(B, M)`` or ``(B, M, D)`` returned as ``(N, M)`` or
     ``(N, M, D)``. Other arguments as in :func:`predict_outputs`.
     """
     check_choice(task, TASKS, name="task")
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"dtype must be a floating torch dtype such as torch.float64, got {dtype!r}")
     checked = []
 
     def probabilities(out: Any) -> Tensor:
         z = class_members(out)
+        z = z if dtype is None else z.to(dtype)
         if not checked:  # the first batch: a model ending in Softmax would be softmaxed twice
             warn_if_probabilities(z, where="predict")
             checked.append(True)
