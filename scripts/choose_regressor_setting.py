@@ -47,6 +47,9 @@ mean rank over the 9 screen cells is lower than the default's)::
     OMP_NUM_THREADS=1 python scripts/choose_regressor_setting.py --round 13 --stage 1 --tables concrete --out F
     python scripts/choose_regressor_setting.py --round 13 --report --out F
 
+(The screen kept the default: ``ema`` 1.67 vs 1.33 — worse on concrete in all three splits; the
+confirmation was not run.)
+
 Each fit is :func:`ensemblize.experiments.tabular_methods.tabular_job` (method ``lometab``, budget
 ``full``, the candidate's overrides) — exactly the benchmark's job — one JSON line per fit in
 ``--out``; a rerun skips the fits already there. ``--import RUN_DIR`` first copies the default's

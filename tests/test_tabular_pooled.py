@@ -63,7 +63,8 @@ def test_each_network_is_an_explicit_training_with_its_own_seed():
         torch.manual_seed(network_seed(5, s))
         net = LoMETabModel(**pooled._model_config(), bins=pooled.bins_)
         res = train_model(net, x_tr, t_tr, x_va, t_va, regression=False, members=2, lr=2e-3, weight_decay=3e-4,
-                          batch_size=pooled.batch_size_, max_epochs=4, patience=2, seed=network_seed(5, s), monitor="accuracy")  # fmt: skip
+                          batch_size=pooled.batch_size_, max_epochs=4, patience=2, seed=network_seed(5, s), monitor="accuracy",
+                          ema_decay=pooled.ema_decay)  # fmt: skip
         assert res.best_epoch == pooled.best_epochs_[s]
         torch.testing.assert_close(pooled.model_.networks[s].eval()(x_va), net.eval()(x_va), rtol=0, atol=0)
     # the ensemble is the mean over all 6 members, and the history says whose epoch each row is
