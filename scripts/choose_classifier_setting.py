@@ -69,6 +69,18 @@ Rule: round 11's (no loss of mean log-loss rank, and a lower mean of the two mea
 (It did — the other way round from rounds 10–12: accuracy 1.611 vs 1.389, log-loss 1.333 vs 1.667,
 mean 1.472 vs 1.528 — so the classifier's default is ``ema_decay=0.999``. The regressor's screen
 rejected it, 1.67 vs 1.33.)
+
+**14** — ``max_epochs=200`` (``ep200``, official TabM's cap) against the shipped default after round 13
+(``ema_decay=0.999``, cap 80; its fits: round 13's ``ema`` fits, ``--import-candidate
+runs/s15/clfsel13.jsonl:ema``). Why: in those fits every hpc network ran to the 80-epoch cap with its
+best epoch late (median 72 of 0–79) — still improving when stopped, as the regressor was on concrete
+before the sixth round raised its cap — while on the other eight tables every network stopped early
+well before epoch 80 (latest best epoch 49), where the learning rate is constant and the fits should
+come out identical (ties). Rule: round 11's::
+
+    python scripts/choose_classifier_setting.py --round 14 --out F --import-candidate runs/s15/clfsel13.jsonl:ema
+    OMP_NUM_THREADS=1 python scripts/choose_classifier_setting.py --round 14 --out F --tables hpc,telco
+    python scripts/choose_classifier_setting.py --round 14 --out F --report
 """
 
 from __future__ import annotations
@@ -101,6 +113,7 @@ ROUNDS: dict[int, tuple[str, dict, str]] = {
     11: ("b128", {"batch_size": 128}, "no-nll-loss"),
     12: ("b128T", {"batch_size": 128, "calibration": "temperature"}, "no-nll-loss"),
     13: ("ema", {"ema_decay": 0.999}, "no-nll-loss"),
+    14: ("ep200", {"max_epochs": 200}, "no-nll-loss"),
 }
 #: candidates scored on cross-fitted validation (they fit a temperature on the validation split)
 CROSS_FITTED = {"b128T"}

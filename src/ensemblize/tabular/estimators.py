@@ -219,9 +219,7 @@ class LoMETabClassifier(EnsembleClassifierMixin, _LoMETabBase):
 
     # ema_decay 0.999: the thirteenth round's validation choice for the classifier (module docstring);
     # the regressor's screen rejected it and keeps TabM's raw weights (None)
-    __init__ = estimator_init(
-        {**signature_defaults(_LoMETabBase), "calibration": "none", "ema_decay": 0.999}
-    )
+    __init__ = estimator_init({**signature_defaults(_LoMETabBase), "calibration": "none", "ema_decay": 0.999})
 
     def _calibration(self) -> str:
         return self.calibration
