@@ -29,7 +29,7 @@ def test_defaults_clone_and_params_round_trip():
     est = LoMETabClassifier()
     p = est.get_params()
     assert p["members"] == 16 and p["rank"] == 2 and p["init_scale"] == 4.0 and p["layer"] == "lome"
-    assert p["n_blocks"] == 2 and p["d_block"] == 128 and p["max_epochs"] == 80 and p["patience"] == 24
+    assert p["n_blocks"] == 2 and p["d_block"] == 128 and p["max_epochs"] == 200 and p["patience"] == 24
     assert p["lr"] == 2e-3 and p["weight_decay"] == 3e-4
     assert p["monitor"] == "accuracy" and p["n_networks"] == 3
     # dropout per task, chosen on 3-seed validation: TabM's 0.1 for classification, 0 for regression
@@ -37,8 +37,10 @@ def test_defaults_clone_and_params_round_trip():
     # the regressor's budget: 200 epochs (sixth round), patience 24 (ninth round), constant lr
     r = LoMETabRegressor().get_params()
     assert (r["max_epochs"], r["patience"], r["lr_schedule"]) == (200, 24, "constant")
-    # the regressor's epoch cap is official TabM's 200 (the classifier's 80 stopped improving fits)
-    assert LoMETabRegressor().get_params()["max_epochs"] == 200
+    # both epoch caps are official TabM's 200 (80 stopped improving fits: concrete, then hpc)
+    assert (
+        LoMETabRegressor().get_params()["max_epochs"] == LoMETabClassifier().get_params()["max_epochs"] == 200
+    )
     est.set_params(rank=4, layer="batchensemble", init_scale=0.3)
     c = clone(est)
     assert c is not est and c.get_params() == est.get_params()
