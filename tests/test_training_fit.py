@@ -660,3 +660,17 @@ def test_a_nan_validation_epoch_is_the_worst_not_the_best_for_ever():
     rmse = [h["val_rmse"] for h in res.history]
     assert math.isnan(rmse[0]) and res.best_epoch == 1 + int(np.nanargmin(rmse))
     assert res.best_epoch > 1
+
+
+def test_predict_in_float64_casts_the_logits_before_the_softmax_and_names_a_bad_dtype():
+    model = _model().eval()
+    x = _data()[0][0]
+    with torch.no_grad():
+        z = model(x)
+    p64 = predict(model, x, dtype=torch.float64)
+    assert p64.dtype == torch.float64 and predict(model, x).dtype == torch.float32
+    torch.testing.assert_close(p64, torch.softmax(z.double(), -1), rtol=0, atol=1e-15)
+    reg = predict(nn.Linear(4, 3), x, task="regression", dtype=torch.float64)
+    assert reg.dtype == torch.float64 and reg.shape == (len(x), 3)
+    with pytest.raises(TypeError, match="dtype must be a floating torch dtype"):
+        predict(model, x, dtype=torch.int64)

@@ -212,7 +212,7 @@ def predict(
     when given (the logits are cast first: ``dtype=torch.float64`` keeps confident rows apart —
     in float32 ``max_c p_c`` is exactly 1.0 once the logit margin passes about 17, so such rows tie).
     ``task="regression"``: outputs ``(B,)``, ``(B, M)`` or ``(B, M, D)`` returned as ``(N, M)`` or
-    ``(N, M, D)``. Other arguments as in :func:`predict_outputs`.
+    ``(N, M, D)`` (in ``dtype`` when given). Other arguments as in :func:`predict_outputs`.
     """
     check_choice(task, TASKS, name="task")
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
@@ -227,6 +227,10 @@ def predict(
             checked.append(True)
         return torch.softmax(z, dim=-1)
 
-    transform = probabilities if task == "classification" else regression_members
+    def predictions(out: Any) -> Tensor:
+        f = regression_members(out)
+        return f if dtype is None else f.to(dtype)
+
+    transform = probabilities if task == "classification" else predictions
     return predict_outputs(model, data, transform=transform, batch_size=batch_size, device=device,
                            labels_key=labels_key, progress=progress, desc=desc)  # fmt: skip
