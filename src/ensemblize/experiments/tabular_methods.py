@@ -21,7 +21,8 @@ gets with ``LoMETabClassifier().fit(X, y, eval_set=(X_val, y_val))`` or
 =================  ===============================================================================
 
 Budgets (:data:`BUDGETS`): ``full`` leaves every estimator at **its own defaults** (LoMETab:
-3 pooled networks of K = 16, 2 blocks of 128, ≤ 80 epochs, patience 12; official TabM: its defaults, K = 32, 2 blocks of
+3 pooled networks of K = 16, 2 blocks of 128, ≤ 200 epochs, patience 24, the classifier's weights averaged;
+official TabM: its defaults, K = 32, 2 blocks of
 512 with embeddings, ≤ 200 epochs, patience 16) and gives the GBDTs
 ≤ 4,000 rounds with patience 50; ``quick`` (K = 16, 2 blocks of 128, ≤ 80 epochs with patience 12 —
 ≤ 40 / 8 on tables with > 10,000 training rows), ``lite`` (one network of K = 8, 2 blocks of 64, ≤ 20
