@@ -11,6 +11,7 @@ Modules, one job each:
   cutting, row orders, the data fingerprint;
 * :mod:`.outputs` — finding the logits in a model output; member losses and their reduction;
 * :mod:`.optim` — weight-decay parameter groups, optimisers, learning-rate schedules;
+* :mod:`.averaging` — the exponential moving average of the weights (``fit(ema_decay=...)``);
 * :mod:`.validation` — the ensemble's validation scores and the monitored key;
 * :mod:`.resume`, :mod:`.state` — checkpoints: configuration fingerprint, pickle-free state;
 * :mod:`.progress` — a tqdm.auto bar or one line per step;
