@@ -27,9 +27,17 @@ def _reference_average(trajectory: list[dict[str, torch.Tensor]], decay: float) 
 
 @settings(max_examples=30, deadline=None)
 @given(decay=st.floats(0.01, 0.999), step=st.integers(1, 10_000))
-def test_the_warm_up_decay_is_its_equation(decay, step):
-    assert ema_decay_at(decay, step) == min(decay, (1 + step) / (10 + step))
-    assert ema_decay_at(decay, step) <= ema_decay_at(decay, step + 1)
+def test_the_warm_up_decay_never_exceeds_the_cap_and_only_grows(decay, step):
+    d = ema_decay_at(decay, step)
+    assert 2 / 11 <= d <= decay or d == decay  # the warm-up starts at (1 + 1) / (10 + 1)
+    assert d <= ema_decay_at(decay, step + 1)
+
+
+def test_the_warm_up_decay_by_hand():
+    assert ema_decay_at(0.999, 1) == pytest.approx(2 / 11)  # warm-up binds early
+    assert ema_decay_at(0.999, 90) == pytest.approx(91 / 100)
+    assert ema_decay_at(0.9, 90) == 0.9  # the cap binds once (1 + t) / (10 + t) > 0.9, i.e. t > 80
+    assert ema_decay_at(0.9, 80) == pytest.approx(81 / 90)
 
 
 @settings(max_examples=15, deadline=None)

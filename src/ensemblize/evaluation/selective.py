@@ -227,7 +227,7 @@ def score_model(model: nn.Module, x: Tensor, *, kind: str, batch_size: int = 512
     if kind == "plain":
         # float64 probabilities: in float32 the most confident rows all score exactly 1.0 and tie
         pbar = predict(model, x, batch_size=batch_size, dtype=torch.float64).mean(1)
-        return Scores(pred=pbar.argmax(-1).numpy(), own=None, sr=pbar.amax(-1).double().numpy())
+        return Scores(pred=pbar.argmax(-1).numpy(), own=None, sr=pbar.amax(-1).numpy())
     # float64 from the logits on: 1 − p_abstain and max p of confident rows would tie at 1.0 in float32
     logits = predict_outputs(model, x, transform=lambda out: logits_of(out).double(), batch_size=batch_size)
     if logits.dim() not in (2, 3):
@@ -240,7 +240,7 @@ def score_model(model: nn.Module, x: Tensor, *, kind: str, batch_size: int = 512
     own = deep_gamblers_confidence(logits)
     if logits.dim() == 3:
         cls, own = cls.mean(1), own.mean(1)
-    return Scores(pred=cls.argmax(-1).numpy(), own=own.double().numpy(), sr=cls.amax(-1).double().numpy())
+    return Scores(pred=cls.argmax(-1).numpy(), own=own.numpy(), sr=cls.amax(-1).numpy())
 
 
 def selective_net_report(

@@ -372,8 +372,7 @@ def _epoch(run: Run, st: R.LoopState, o: dict) -> dict[str, Any]:
         "lr": lr_now,
     }
     if run.val is not None:
-        scored = run.module if run.ema is None else run.ema.averaged
-        record.update(validate(scored, run.val, loss=run.loss, task=run.task, classify=run.classify_val,
+        record.update(validate(_scored(run), run.val, loss=run.loss, task=run.task, classify=run.classify_val,
                                num_classes=run.num_classes, batch_size=max(o["batch_size"], 256), device=run.device,
                                ctx=run.ctx, val_metrics=run.val_metrics))  # fmt: skip
         _track_best(run, st, record)
@@ -385,6 +384,11 @@ def _epoch(run: Run, st: R.LoopState, o: dict) -> dict[str, Any]:
     if any(D.gather(wants_stop, run.ctx)):
         st.stopped = True
     return record
+
+
+def _scored(run: Run) -> nn.Module:
+    """The weights validation scores and early stopping keeps: the average with ``ema_decay``, else the model."""
+    return run.module if run.ema is None else run.ema.averaged
 
 
 def _track_best(run: Run, st: R.LoopState, record: dict[str, Any]) -> None:
@@ -399,8 +403,7 @@ def _track_best(run: Run, st: R.LoopState, record: dict[str, Any]) -> None:
     if st.best_key is None or key < st.best_key:
         st.best_key, st.best_epoch, st.since_best = key, st.epoch + 1, 0
         if run.patience is not None:
-            scored = run.module if run.ema is None else run.ema.averaged
-            st.best_state = {k: v.detach().clone() for k, v in scored.state_dict().items()}
+            st.best_state = {k: v.detach().clone() for k, v in _scored(run).state_dict().items()}
     else:
         st.since_best += 1
         if run.patience is not None and st.since_best >= run.patience:
