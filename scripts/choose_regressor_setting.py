@@ -50,6 +50,19 @@ mean rank over the 9 screen cells is lower than the default's)::
 (The screen kept the default: ``ema`` 1.67 vs 1.33 — worse on concrete in all three splits; the
 confirmation was not run.)
 
+**15** — the same two-stage rule from the shipped regressor, one candidate: ``refit_full=True``
+(after early stopping has chosen each network's epoch count, retrain it from its initial weights on
+training + validation rows for that many epochs). A refitted network has trained on the validation
+rows, so its validation score cannot rank it; this round therefore runs **nested** (:data:`NESTED`):
+each (table, split, seed) fit gets only the split's 64 % training rows, divided 80 / 20 (seeded by
+the split seed, the same rows for both candidates) into inner training and inner validation rows
+(``eval_set``), and both candidates are scored on the split's **validation** rows, which neither saw —
+the ``val_rmse`` the rule reads (RMSE / the inner training target's std). The test rows are not
+loaded by these fits. Rule, stages and tables as above; the default's fits are new (nested)::
+
+    OMP_NUM_THREADS=1 python scripts/choose_regressor_setting.py --round 15 --stage 1 --tables concrete --out F
+    python scripts/choose_regressor_setting.py --round 15 --report --out F
+
 Each fit is :func:`ensemblize.experiments.tabular_methods.tabular_job` (method ``lometab``, budget
 ``full``, the candidate's overrides) — exactly the benchmark's job — one JSON line per fit in
 ``--out``; a rerun skips the fits already there. ``--import RUN_DIR`` first copies the default's
@@ -103,12 +116,60 @@ ROUNDS: dict[int, dict[str, dict]] = {
         "default": {},
         "ema": {"ema_decay": 0.999},
     },
+    # round 15 (nested, see NESTED): retrain on training + validation rows at the chosen epochs
+    15: {
+        "default": {},
+        "refit": {"refit_full": True},
+    },
 }
+
+#: rounds scored nested: fitted on an inner 80/20 division of the training rows, scored on the split's
+#: validation rows (a candidate that trains on its eval_set cannot be ranked on it)
+NESTED = frozenset({15})
+INNER_VAL_FRACTION = 0.2
 
 SCREEN_TABLES = ("concrete", "wage", "nmes")
 CONFIRM_TABLES = ("concrete", "ames", "wage", "deliveries", "computers", "nmes")
 SPLITS = (0, 1, 2)
 SEEDS = (0, 1, 2)
+
+
+def nested_job(*, dataset: str, seed: int, split_seed: int, overrides: dict) -> dict:
+    """The benchmark's LoMETab regressor job on an inner division of split ``split_seed``'s training rows.
+
+    Inner training / inner validation = a seeded 80 / 20 shuffle of the training rows (seed
+    ``split_seed``; the same for every candidate and model seed); the estimator early-stops on the
+    inner validation rows; ``metrics["val_rmse"]`` is its RMSE on the split's validation rows (in
+    units of the inner training target's std), ``metrics["inner_val_rmse"]`` the inner one. The
+    split's test rows are dropped before anything is fitted.
+    """
+    from sklearn.model_selection import train_test_split
+
+    from ensemblize.data.tables import TableSplits
+    from ensemblize.experiments.tabular_methods import _estimator_job, budget_config, load_split
+
+    splits = load_split(dataset, split_seed=split_seed)
+    outer_val = splits.val
+    inner_tr, inner_va = train_test_split(
+        np.arange(splits.train.n_rows), test_size=INNER_VAL_FRACTION, random_state=int(split_seed)
+    )
+    inner_tr, inner_va = np.sort(inner_tr), np.sort(inner_va)
+    nested = TableSplits(
+        train=splits.train.subset(inner_tr), val=splits.train.subset(inner_va), test=outer_val,
+        seed=splits.seed, fractions=splits.fractions,
+        indices={"train": splits.indices["train"][inner_tr], "val": splits.indices["train"][inner_va],
+                 "test": splits.indices["val"]},
+    )  # fmt: skip
+    del splits  # the test rows: not used below
+    cfg = budget_config("full", nested.train.n_rows, **overrides)
+    body = _estimator_job("lometab", nested, seed=seed, cfg=cfg, keep_history=False)
+    m = body["metrics"]
+    # _estimator_job scores "test" (here: the split's validation rows) and "val_" (the inner validation)
+    metrics = {"val_rmse": m["rmse"], "inner_val_rmse": m["val_rmse"]}
+    return {"method": "lometab", "dataset": dataset, "seed": seed, "split_seed": split_seed,
+            "task": "regression", "nested": True, "n_inner_train": int(len(inner_tr)),
+            "n_inner_val": int(len(inner_va)), **{k: v for k, v in body.items() if k != "metrics"},
+            "metrics": metrics}  # fmt: skip
 
 
 def load(out: Path) -> list[dict]:
@@ -250,8 +311,11 @@ def main() -> None:
                 for seed in SEEDS:
                     if (n, t, s, seed) in have:
                         continue
-                    (rec,) = tabular_job(method="lometab", dataset=t, seed=seed, split_seed=s,
-                                         budget="full", overrides=candidates[n])  # fmt: skip
+                    if args.round in NESTED:
+                        rec = nested_job(dataset=t, seed=seed, split_seed=s, overrides=candidates[n])
+                    else:
+                        (rec,) = tabular_job(method="lometab", dataset=t, seed=seed, split_seed=s,
+                                             budget="full", overrides=candidates[n])  # fmt: skip
                     with args.out.open("a") as f:
                         f.write(json.dumps({**rec, "candidate": n}) + "\n")
                     print(f"{t} split {s} {n} seed {seed}: val {rec['metrics']['val_rmse']:.4f} "

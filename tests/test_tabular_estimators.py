@@ -198,6 +198,66 @@ def test_ema_decay_scores_and_keeps_the_averaged_weights_and_survives_save(tmp_p
     assert LoMETabRegressor().get_params()["ema_decay"] is None
 
 
+def test_refit_full_is_a_same_seed_network_trained_on_all_rows_for_the_chosen_epochs(tmp_path):
+    import torch
+    from sklearn.datasets import load_diabetes
+
+    from ensemblize.tabular.pooled import network_seed
+    from ensemblize.tabular.train import train_model
+
+    X, y = load_diabetes(return_X_y=True)
+    Xtr, Xva, ytr, yva = _split(X, y)
+    kw = {**TINY, "max_epochs": 10, "patience": 3, "lr": 0.02, "n_networks": 2}
+    plain = LoMETabRegressor(**kw).fit(Xtr, ytr, eval_set=(Xva, yva))
+    est = LoMETabRegressor(**kw, refit_full=True).fit(Xtr, ytr, eval_set=(Xva, yva))
+    # the validation fit is the plain one; each network is then retrained for its chosen epoch count
+    assert est.history_ == [
+        {**r, "seconds": e["seconds"]} for r, e in zip(plain.history_, est.history_, strict=True)
+    ]
+    assert est.best_epochs_ == plain.best_epochs_ and plain.refit_epochs_ is None
+    assert est.refit_epochs_ == [b + 1 for b in plain.best_epochs_]
+    for s, epochs in enumerate(est.refit_epochs_):
+        assert [r["epoch"] for r in est.refit_history_ if r["network"] == s] == list(range(epochs))
+        assert all("val_rmse" not in r for r in est.refit_history_)
+    # by hand: the same seed's network, the training then validation rows (the training rows'
+    # preprocessing and target scale), the chosen epochs, no validation
+    rows = [est._transform_for_predict(part, fitted="model_") for part in (Xtr, Xva)]
+    x_all = torch.from_numpy(np.concatenate(rows))
+    t_all = torch.from_numpy(np.concatenate([est._encode_y(ytr, name="y"), est._encode_y(yva, name="y")]))
+    for s, epochs in enumerate(est.refit_epochs_):
+        seed_s = network_seed(est.seed_, s)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed_s)
+            net = est._network(est._fitted_model_config_, est.bins_)
+            train_model(net, x_all, t_all, None, None, regression=True, members=kw["members"], lr=0.02,
+                        weight_decay=3e-4, batch_size=est.batch_size_, max_epochs=epochs, seed=seed_s)  # fmt: skip
+        for k, v in net.state_dict().items():
+            torch.testing.assert_close(est.model_.networks[s].state_dict()[k], v, rtol=0, atol=0)
+    assert not np.allclose(est.predict(Xva), plain.predict(Xva))
+    est.save(tmp_path / "m")
+    again = LoMETabRegressor.load(tmp_path / "m")
+    assert again.refit_epochs_ == est.refit_epochs_ and again.get_params()["refit_full"] is True
+    np.testing.assert_array_equal(again.predict(Xva), est.predict(Xva))
+    assert LoMETabRegressor().get_params()["refit_full"] is False  # until a round chooses otherwise
+    with pytest.raises(TypeError, match="refit_full"):
+        LoMETabRegressor(**{**TINY, "refit_full": "yes"}).fit(Xtr, ytr)
+
+
+def test_train_model_without_validation_runs_every_epoch_and_keeps_the_last():
+    import torch
+
+    from ensemblize.tabular.train import train_model
+
+    torch.manual_seed(0)
+    x, t = torch.randn(40, 3), torch.randn(40)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 2))  # (B, K=2) predictions
+    res = train_model(net, x, t, None, None, regression=True, members=2, max_epochs=5, patience=1, lr=0.05)
+    assert [r["epoch"] for r in res.history] == [0, 1, 2, 3, 4] and res.best_epoch == 4
+    assert np.isnan(res.best_score) and set(res.history[0]) == {"epoch", "train_loss", "lr", "seconds"}
+    with pytest.raises(ValueError, match="both"):
+        train_model(net, x, t, x, None, regression=True, members=2, max_epochs=1)
+
+
 def test_monitor_picks_the_epoch_of_best_validation_accuracy_or_nll():
     from sklearn.datasets import load_wine
 

@@ -16,6 +16,9 @@ else is shared here:
        a hash of both otherwise, so no two ``random_state`` values share a network; its own
        initialisation, batch order, dropout and early stopping), and pooled
        by :class:`ensemblize.tabular.pooled.PooledNetworks`: the estimator then has ``S·K`` members.
+       With ``refit_full=True`` each network is then retrained from its initial weights on the
+       training + validation rows for the epochs early stopping chose (after step 6; preprocessing
+       and bins stay the training rows').
     6. classifiers whose family calibrates (LoMETab's ``calibration="temperature"``): one temperature
        ``T = argmin_T NLL(mean_k softmax(z_k / T))`` on the same validation split
        (:func:`ensemblize.models.temperature_scaling.fit_temperature`), fitted attribute ``temperature_``
@@ -109,6 +112,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "patience": 16,
     "lr_schedule": "constant",
     "ema_decay": None,
+    "refit_full": False,
     "per_member_batches": False,
     "n_networks": 1,
     "val_fraction": 0.2,
@@ -165,7 +169,7 @@ class TabularEnsembleEstimator(TablePipeline):
     include the parameters read here: ``members``, ``n_blocks``, ``d_block``, ``dropout``,
     ``d_embedding``, ``embedding``, ``n_bins``,
     ``bin_method``, ``lr``, ``weight_decay``, ``batch_size``, ``max_epochs``, ``patience``,
-    ``lr_schedule``, ``ema_decay``, ``per_member_batches``, ``n_networks``, ``val_fraction``, ``impute``, ``random_state``, ``device``, ``verbose``)
+    ``lr_schedule``, ``ema_decay``, ``refit_full``, ``per_member_batches``, ``n_networks``, ``val_fraction``, ``impute``, ``random_state``, ``device``, ``verbose``)
     and the network hooks ``_validate_model_params``, ``_network_options``, ``_network``.
     """
 
@@ -251,6 +255,7 @@ class TabularEnsembleEstimator(TablePipeline):
         check_int(self.patience, name="patience", minimum=1)
         check_choice(self.lr_schedule, LR_SCHEDULES, name="lr_schedule")
         check_ema_decay(self.ema_decay)
+        check_bool(self.refit_full, name="refit_full")
         check_bool(self.per_member_batches, name="per_member_batches")
         check_bool(self.verbose, name="verbose")
         self._validate_pipeline_params()
@@ -281,7 +286,9 @@ class TabularEnsembleEstimator(TablePipeline):
         ``n_networks_`` (networks trained: ``n_networks`` unless a callback stopped early),
         ``history_`` (per-epoch dicts; key ``"network"`` says whose), ``best_epochs_`` /
         ``best_scores_`` (one per network), ``best_epoch_`` / ``best_score_`` (the first network's),
-        ``train_seconds_`` (all networks), ``seed_``, ``batch_size_``; classifiers also
+        ``train_seconds_`` (all networks, refits included), ``seed_``, ``batch_size_``,
+        ``refit_epochs_`` (``None``, or with ``refit_full`` the epochs each network was retrained on
+        training + validation rows) and, with ``refit_full``, ``refit_history_``; classifiers also
         ``temperature_`` (step 6 of the module docstring, fitted on the pooled members).
         """
         self._validate_params()
@@ -300,35 +307,10 @@ class TabularEnsembleEstimator(TablePipeline):
         self._fitted_model_config_ = config = self._model_config()
         nets, results = [], []
         for s in range(int(self.n_networks)):
-            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-                seed_s = network_seed(seed, s)
-                torch.manual_seed(seed_s)
-                net = self._network(config, self.bins_).to(device)
-                results.append(
-                    train_model(
-                        net,
-                        x_tr,
-                        t_tr,
-                        x_va,
-                        t_va,
-                        regression=self._regression,
-                        members=int(self.members),
-                        lr=float(self.lr),
-                        weight_decay=float(self.weight_decay),
-                        batch_size=self.batch_size_,
-                        max_epochs=int(self.max_epochs),
-                        patience=int(self.patience),
-                        lr_schedule=self.lr_schedule,
-                        ema_decay=None if self.ema_decay is None else float(self.ema_decay),
-                        per_member_batches=bool(self.per_member_batches),
-                        seed=seed_s,
-                        verbose=bool(self.verbose),
-                        desc=self._progress_label(s, seed),
-                        callbacks=stop.for_network(s),
-                        monitor=self._monitor(),
-                    )
-                )
+            net, res = self._train_network(config, x_tr, t_tr, x_va, t_va, seed=seed, network=s,
+                                           epochs=int(self.max_epochs), callbacks=stop.for_network(s))  # fmt: skip
             nets.append(net)
+            results.append(res)
             if stop.stopped:
                 break
         self.n_networks_ = len(nets)
@@ -343,7 +325,67 @@ class TabularEnsembleEstimator(TablePipeline):
             self.temperature_ = 1.0
             if self._calibration() == "temperature":
                 self.temperature_ = self._fit_temperature(x_va, t_va.cpu())
+        self.refit_epochs_ = None
+        if self.refit_full and not stop.stopped:
+            self._refit_on_all_rows(config, x_tr, t_tr, x_va, t_va, seed=seed)
         return self
+
+    def _train_network(self, config, x_tr, t_tr, x_va, t_va, *, seed, network, epochs, callbacks=()):
+        """Network ``network`` of this fit, initialised from its own seed and trained by
+        :func:`~ensemblize.tabular.train.train_model` (without validation when ``x_va`` is None)."""
+        device = x_tr.device
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            seed_s = network_seed(seed, network)
+            torch.manual_seed(seed_s)
+            net = self._network(config, self.bins_).to(device)
+            res = train_model(
+                net,
+                x_tr,
+                t_tr,
+                x_va,
+                t_va,
+                regression=self._regression,
+                members=int(self.members),
+                lr=float(self.lr),
+                weight_decay=float(self.weight_decay),
+                batch_size=self.batch_size_,
+                max_epochs=epochs,
+                patience=int(self.patience),
+                lr_schedule=self.lr_schedule,
+                ema_decay=None if self.ema_decay is None else float(self.ema_decay),
+                per_member_batches=bool(self.per_member_batches),
+                seed=seed_s,
+                verbose=bool(self.verbose),
+                desc=self._progress_label(network, seed) + (" refit" if x_va is None else ""),
+                callbacks=callbacks,
+                monitor=self._monitor(),
+            )
+        return net, res
+
+    def _refit_on_all_rows(self, config, x_tr, t_tr, x_va, t_va, *, seed) -> None:
+        """``refit_full``: each network retrained on training + validation rows for its chosen epochs.
+
+        Network ``s`` restarts from the same initial weights (its seed) and trains, without
+        validation, for ``best_epochs_[s] + 1`` epochs — the count early stopping chose — over the
+        ``n_train + n_val`` rows (so ``(n_train + n_val) / n_train`` times the steps). The
+        preprocessing, bins and target standardisation stay the training rows' (fitted before any
+        validation row was seen), and so does ``temperature_`` (fitted on the validation rows by
+        the networks that had not trained on them). ``history_`` / ``best_*`` keep describing the
+        validation fit; ``refit_epochs_`` / ``refit_history_`` describe the refit.
+        """
+        x_all, t_all = torch.cat([x_tr, x_va]), torch.cat([t_tr, t_va])
+        nets, rows, seconds = [], [], 0.0
+        for s, best in enumerate(self.best_epochs_):
+            net, res = self._train_network(
+                config, x_all, t_all, None, None, seed=seed, network=s, epochs=best + 1
+            )
+            nets.append(net)
+            rows += [{**row, "network": s} for row in res.history]
+            seconds += res.train_seconds
+        self.model_ = nets[0] if len(nets) == 1 else PooledNetworks(nets)
+        self.refit_epochs_ = [best + 1 for best in self.best_epochs_]
+        self.refit_history_ = rows
+        self.train_seconds_ += seconds
 
     def _progress_label(self, network: int, seed: int) -> str:
         label = f"{type(self).__name__} (M={int(self.members)}, seed {seed}"
@@ -490,7 +532,10 @@ class TabularEnsembleEstimator(TablePipeline):
             "best_scores": self.best_scores_,
             "train_seconds": self.train_seconds_,
             "history": self.history_,
+            "refit_epochs": self.refit_epochs_,
         }
+        if self.refit_epochs_ is not None:
+            meta["refit_history"] = self.refit_history_
         if not self._regression:
             meta["temperature"] = self.temperature_
             timelike = self.classes_.dtype.kind in "mM"  # datetime64 / timedelta64: saved as int64 ticks
@@ -549,6 +594,12 @@ class TabularEnsembleEstimator(TablePipeline):
         est.n_networks_ = n_networks
         est.best_epochs_ = list(meta.get("best_epochs", [est.best_epoch_]))
         est.best_scores_ = list(meta.get("best_scores", [est.best_score_]))
+        est.refit_epochs_ = meta.get("refit_epochs")  # files written before refit_full: None
+        if est.refit_epochs_ is not None:
+            est.refit_epochs_ = [
+                check_int(e, name=f"{path}: saved refit epochs", minimum=1) for e in est.refit_epochs_
+            ]
+            est.refit_history_ = list(meta.get("refit_history", []))
         cls._check_saved_config(meta["model"], n_networks)
         cls._check_saved_consistency(path, meta, est)
         model = cls._build(meta["model"], est.bins_, n_networks)

@@ -205,6 +205,12 @@ _PARAMS_DOC = """
             thirteenth round (module docstring): it improved the classifier's validation log-loss
             rank over 27 cells (1.33 vs 1.67) at some accuracy rank (1.61 vs 1.39), and lost the
             regressor's screen (1.67 vs 1.33).
+        refit_full (False): after early stopping has chosen each network's epoch count on the
+            validation rows, retrain every network from its initial weights on the training +
+            validation rows for that many epochs (no validation; ``refit_epochs_``). The fitted
+            networks then see ``1 + n_val / n_train`` times the rows — most useful on small tables —
+            at about twice the cost; ``best_score_`` / ``history_`` still describe the validation
+            fit, which the refitted networks no longer leave unseen.
         impute (True): numeric NaN -> training median plus a missing-indicator feature, categorical
             NaN -> its own category; ``False`` makes any NaN a ValueError naming the columns.
         random_state (None; or an int in [0, 2**32 - 1], or a RandomState), device ("cpu"),

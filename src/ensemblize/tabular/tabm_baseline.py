@@ -185,7 +185,7 @@ _PARAMS_DOC = """
         embedding ("piecewise" | "none"), n_bins (48), bin_method ("quantile" | "tree"), d_embedding (16).
         lr (2e-3), weight_decay (3e-4, TabM's groups: see :func:`tabm_no_decay`), batch_size ("auto"),
         max_epochs (200), patience (16), lr_schedule ("constant" | "plateau": see LoMETab),
-        ema_decay (None: TabM's recipe; see LoMETab),
+        ema_decay (None: TabM's recipe; see LoMETab), refit_full (False: see LoMETab),
         per_member_batches (False), val_fraction (0.2).
         impute (True), random_state (None), device ("cpu"), verbose (False): as in LoMETab.
 """

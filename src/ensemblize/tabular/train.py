@@ -136,15 +136,12 @@ def _rows(history: list[dict], *, regression: bool, with_regularizer: bool) -> l
     extra = ("val_ambiguity",) if regression else ("val_pairwise_kl", "val_disagreement")
     for h in history:
         elapsed += h["seconds"]
-        row = {
-            "epoch": h["epoch"] - 1,
-            "train_loss": h["train_loss"],
-            "lr": h["lr"],
-            "val_loss": h["val_rmse"] ** 2 if regression else h["val_nll"],
-            score: h[score],
-            **{k: h[k] for k in extra},
-            "seconds": elapsed,
-        }
+        row = {"epoch": h["epoch"] - 1, "train_loss": h["train_loss"], "lr": h["lr"]}
+        if score in h:  # validated
+            row["val_loss"] = h["val_rmse"] ** 2 if regression else h["val_nll"]
+            row[score] = h[score]
+            row.update({k: h[k] for k in extra})
+        row["seconds"] = elapsed
         if with_regularizer:
             row["train_regularizer"] = h["regularizer"]
         rows.append(row)
@@ -155,8 +152,8 @@ def train_model(
     model: nn.Module,
     x_train: Tensor,
     y_train: Tensor,
-    x_val: Tensor,
-    y_val: Tensor,
+    x_val: Tensor | None,
+    y_val: Tensor | None,
     *,
     regression: bool,
     members: int,
@@ -183,6 +180,10 @@ def train_model(
             logits or ``(B, K)`` predictions.
         x_train, x_val: float tensors ``(N, F)``; training runs on their device.
         y_train, y_val: int64 class indices ``(N,)`` or float standardised targets ``(N,)``.
+            ``x_val = y_val = None``: no validation — exactly ``max_epochs`` epochs, the last
+            epoch's weights kept (the averaged ones with ``ema_decay``), ``patience`` and
+            ``monitor`` unused, the history without validation keys and ``best_score`` NaN (the
+            estimators' ``refit_full`` retraining).
         regression: task type (MSE and RMSE instead of cross-entropy and accuracy).
         members: K, the model's member count (the per-member orders read it from the output).
         lr, weight_decay: AdamW hyper-parameters (standard no-decay groups).
@@ -222,15 +223,20 @@ def train_model(
     check_choice(monitor, MONITORS, name="monitor")
     check_choice(lr_schedule, LR_SCHEDULES, name="lr_schedule")
     n = len(x_train)
-    if n == 0 or len(x_val) == 0:
-        raise ValueError(f"need non-empty train and validation splits, got {n} and {len(x_val)} rows")
+    validate = x_val is not None or y_val is not None
+    if validate and (x_val is None or y_val is None):
+        raise ValueError("x_val and y_val must both be tensors or both be None")
+    if n == 0 or (validate and len(x_val) == 0):
+        raise ValueError(
+            f"need non-empty train and validation splits, got {n} and {len(x_val) if validate else 0} rows"
+        )
     bs = auto_batch_size(n) if batch_size is None else int(batch_size)
     if bs < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
     res = fit(
         model,
         (x_train, y_train),
-        (x_val, y_val),
+        (x_val, y_val) if validate else None,
         epochs=int(max_epochs),
         batch_size=min(bs, n),
         optimizer="adamw",
@@ -243,9 +249,9 @@ def train_model(
         ema_decay=ema_decay,
         task="regression" if regression else "classification",
         regularizer=regularizer,
-        monitor="val_rmse" if regression else _FIT_MONITOR[monitor],
-        early_stopping_patience=int(patience),
-        val_metrics=_diversity(regression),
+        monitor=("val_rmse" if regression else _FIT_MONITOR[monitor]) if validate else None,
+        early_stopping_patience=int(patience) if validate else None,
+        val_metrics=_diversity(regression) if validate else None,
         per_member_batches=bool(per_member_batches),
         seed=int(seed),
         progress=bool(verbose),
@@ -254,8 +260,11 @@ def train_model(
         callbacks=tuple(callbacks),
     )
     rows = _rows(res.history, regression=regression, with_regularizer=regularizer is not None)
-    best = res.best_epoch - 1
     model.eval()
+    if not validate:
+        return TrainResult(history=rows, best_epoch=len(rows) - 1, best_score=math.nan,
+                           train_seconds=res.train_seconds, stopped_early=res.stopped_early)  # fmt: skip
+    best = res.best_epoch - 1
     return TrainResult(
         history=rows,
         best_epoch=best,
