@@ -241,6 +241,8 @@ def test_refit_full_is_a_same_seed_network_trained_on_all_rows_for_the_chosen_ep
     assert LoMETabRegressor().get_params()["refit_full"] is False  # until a round chooses otherwise
     with pytest.raises(TypeError, match="refit_full"):
         LoMETabRegressor(**{**TINY, "refit_full": "yes"}).fit(Xtr, ytr)
+    with pytest.raises(ValueError, match="refit_full=True needs lr_schedule='constant'.*'plateau'"):
+        LoMETabRegressor(**{**TINY, "refit_full": True, "lr_schedule": "plateau"}).fit(Xtr, ytr)
 
 
 def test_train_model_without_validation_runs_every_epoch_and_keeps_the_last():

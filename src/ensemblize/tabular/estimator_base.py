@@ -256,6 +256,12 @@ class TabularEnsembleEstimator(TablePipeline):
         check_choice(self.lr_schedule, LR_SCHEDULES, name="lr_schedule")
         check_ema_decay(self.ema_decay)
         check_bool(self.refit_full, name="refit_full")
+        if self.refit_full and self.lr_schedule != "constant":
+            raise ValueError(
+                f"refit_full=True needs lr_schedule='constant', got lr_schedule={self.lr_schedule!r}: "
+                "its learning-rate cuts follow validation scores, which the refit on training + "
+                "validation rows does not have"
+            )
         check_bool(self.per_member_batches, name="per_member_batches")
         check_bool(self.verbose, name="verbose")
         self._validate_pipeline_params()
@@ -278,7 +284,8 @@ class TabularEnsembleEstimator(TablePipeline):
         ``cb(epoch, record, model)`` (see :func:`~ensemblize.tabular.train.train_model`); returning
         ``True`` stops training — :func:`ensemblize.tabular.tuning.tune` prunes trials this way.
         With ``n_networks > 1`` the epochs of the networks are numbered on, one after another, each
-        record has a ``"network"`` key, and a stop also skips the networks not yet trained.
+        record has a ``"network"`` key, and a stop also skips the networks not yet trained (and the
+        ``refit_full`` retraining, whose epochs reach no callback).
         Returns ``self``.
         Fitted attributes: ``n_features_in_``, ``feature_names_in_`` (string-named DataFrames),
         ``classes_`` (classifier), ``preprocessor_``, ``bins_``, ``n_bins_``, ``model_`` (the network,

@@ -210,7 +210,8 @@ _PARAMS_DOC = """
             validation rows for that many epochs (no validation; ``refit_epochs_``). The fitted
             networks then see ``1 + n_val / n_train`` times the rows — most useful on small tables —
             at about twice the cost; ``best_score_`` / ``history_`` still describe the validation
-            fit, which the refitted networks no longer leave unseen.
+            fit, which the refitted networks no longer leave unseen. Needs ``lr_schedule="constant"``
+            (the plateau cuts follow validation scores the refit does not have).
         impute (True): numeric NaN -> training median plus a missing-indicator feature, categorical
             NaN -> its own category; ``False`` makes any NaN a ValueError naming the columns.
         random_state (None; or an int in [0, 2**32 - 1], or a RandomState), device ("cpu"),
