@@ -94,6 +94,15 @@ def test_tune_lometab_refits_the_best_trial_on_a_validation_split_of_the_trainin
     assert len(intermediate) >= 1 and all(np.isfinite(v) for v in intermediate.values())
 
 
+def test_trials_never_refit_on_the_validation_rows_they_are_scored_on():
+    X, y = _data()
+    r = tune(LoMETabClassifier(**TINY, refit_full=True), X, y, n_trials=2, search_space=_space(), seed=0)
+    best = r.best_estimator
+    assert best.get_params()["refit_full"] is False and best.refit_epochs_ is None
+    # the reported value is the validation score of a model that never trained on those rows
+    assert _score(best, X[r.val_index], y[r.val_index], "log_loss") == pytest.approx(r.best_value, abs=1e-12)
+
+
 def test_pruning_stops_a_trial_through_the_epoch_callback():
     X = np.zeros((50, 2))
     y = np.zeros(50)

@@ -22,6 +22,10 @@ Protocol (nothing here ever sees a test set):
 4. with ``refit=True`` the best trial's hyper-parameters are fitted again on the same rows and
    seed, so ``result.best_estimator`` is that trial's model.
 
+Trials run with ``refit_full=False`` whatever the estimator says (a refit would train on the
+validation rows the trial is scored on), so ``best_estimator`` is the validated fit; to retrain
+it on all rows, ``best_estimator.set_params(refit_full=True)`` and fit it again with ``eval_set``.
+
 Scaling out is Optuna's own distributed mode: give the same ``storage`` and ``study_name`` to
 several processes or machines and they tune one study together. ``storage`` is a journal file
 (a path; :class:`optuna.storages.journal.JournalFileBackend`, for processes sharing a file
@@ -311,6 +315,8 @@ def _configured(estimator: Any, params: Mapping[str, Any], seed: int) -> Any:
     fixed = dict(params)
     if "random_state" in est.get_params() and est.get_params()["random_state"] is None:
         fixed.setdefault("random_state", seed)
+    if est.get_params().get("refit_full"):
+        fixed["refit_full"] = False  # a trial is scored on its validation rows: no refit may train on them
     return est.set_params(**fixed)
 
 
