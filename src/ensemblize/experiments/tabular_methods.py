@@ -367,6 +367,8 @@ def _estimator_job(method, splits, *, seed, cfg, keep_history) -> dict[str, Any]
         "setting": applied,
         "best_epoch": getattr(est, "best_epoch_", None),  # the first network's
         "best_epochs": getattr(est, "best_epochs_", None),  # one per pooled network
+        # refit_full: the fitted networks trained on the validation rows, so val_* scores are not held out
+        "refit_epochs": getattr(est, "refit_epochs_", None),
         "epochs": len(history),  # all networks' epochs
     }
     if keep_history:
