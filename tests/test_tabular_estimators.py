@@ -238,7 +238,9 @@ def test_refit_full_is_a_same_seed_network_trained_on_all_rows_for_the_chosen_ep
     again = LoMETabRegressor.load(tmp_path / "m")
     assert again.refit_epochs_ == est.refit_epochs_ and again.get_params()["refit_full"] is True
     np.testing.assert_array_equal(again.predict(Xva), est.predict(Xva))
-    assert LoMETabRegressor().get_params()["refit_full"] is False  # until a round chooses otherwise
+    # the fifteenth round: the regressor refits by default, the classifier does not
+    assert LoMETabRegressor().get_params()["refit_full"] is True
+    assert LoMETabClassifier().get_params()["refit_full"] is False
     with pytest.raises(TypeError, match="refit_full"):
         LoMETabRegressor(**{**TINY, "refit_full": "yes"}).fit(Xtr, ytr)
     with pytest.raises(ValueError, match="refit_full=True needs lr_schedule='constant'.*'plateau'"):

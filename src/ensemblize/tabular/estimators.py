@@ -252,7 +252,8 @@ class LoMETabRegressor(EnsembleRegressorMixin, _LoMETabBase):
 
     # dropout 0: the regression tables' 3-seed validation rank (module docstring); max_epochs (200) and
     # patience (24) are the shared ones (the sixth and ninth rounds chose them for regression)
-    __init__ = estimator_init({**signature_defaults(_LoMETabBase), "dropout": 0.0})
+    # refit_full: the fifteenth round's nested validation choice (module docstring)
+    __init__ = estimator_init({**signature_defaults(_LoMETabBase), "dropout": 0.0, "refit_full": True})
     # batch_size="auto" is 128 (not TabM's 256) up to 10k training rows: the seventh round's
     # validation choice over six regression tables x three splits (module docstring)
     _small_auto_batch = 128
