@@ -151,7 +151,7 @@ def test_plateau_lr_schedule_cuts_by_its_rule_and_keeps_the_best_epoch():
     X, y = load_diabetes(return_X_y=True)
     Xtr, Xva, ytr, yva = _split(X, y)
     kw = {**TINY, "max_epochs": 40, "patience": 9, "lr": 0.02, "n_networks": 1}
-    est = LoMETabRegressor(**kw, lr_schedule="plateau").fit(Xtr, ytr, eval_set=(Xva, yva))
+    est = LoMETabRegressor(**kw, lr_schedule="plateau", refit_full=False).fit(Xtr, ytr, eval_set=(Xva, yva))
     # replay the rule from the recorded validation RMSEs: lr x 0.3 after every 9 // 3 = 3 stalled epochs
     lr, best, since, want = 0.02, np.inf, 0, []
     for row in est.history_:
@@ -177,7 +177,7 @@ def test_ema_decay_scores_and_keeps_the_averaged_weights_and_survives_save(tmp_p
 
     X, y = load_diabetes(return_X_y=True)
     Xtr, Xva, ytr, yva = _split(X, y)
-    kw = {**TINY, "max_epochs": 12, "patience": 12, "lr": 0.02, "n_networks": 1}
+    kw = {**TINY, "max_epochs": 12, "patience": 12, "lr": 0.02, "n_networks": 1, "refit_full": False}
     raw = LoMETabRegressor(**kw).fit(Xtr, ytr, eval_set=(Xva, yva))
     ema = LoMETabRegressor(**kw, ema_decay=0.9).fit(Xtr, ytr, eval_set=(Xva, yva))
     # the raw steps are the same run; what is scored (and kept) is the average
@@ -208,7 +208,7 @@ def test_refit_full_is_a_same_seed_network_trained_on_all_rows_for_the_chosen_ep
     X, y = load_diabetes(return_X_y=True)
     Xtr, Xva, ytr, yva = _split(X, y)
     kw = {**TINY, "max_epochs": 10, "patience": 3, "lr": 0.02, "n_networks": 2}
-    plain = LoMETabRegressor(**kw).fit(Xtr, ytr, eval_set=(Xva, yva))
+    plain = LoMETabRegressor(**kw, refit_full=False).fit(Xtr, ytr, eval_set=(Xva, yva))
     est = LoMETabRegressor(**kw, refit_full=True).fit(Xtr, ytr, eval_set=(Xva, yva))
     # the validation fit is the plain one; each network is then retrained for its chosen epoch count
     assert est.history_ == [

@@ -260,7 +260,7 @@ class TabularEnsembleEstimator(TablePipeline):
             raise ValueError(
                 f"refit_full=True needs lr_schedule='constant', got lr_schedule={self.lr_schedule!r}: "
                 "its learning-rate cuts follow validation scores, which the refit on training + "
-                "validation rows does not have"
+                "validation rows does not have (set refit_full=False to use lr_schedule='plateau')"
             )
         check_bool(self.per_member_batches, name="per_member_batches")
         check_bool(self.verbose, name="verbose")
