@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,6 +27,10 @@ from typer.testing import CliRunner
 from ensemblize.cli import app
 from ensemblize.training import fit, predict
 from property_outcomes import all_finite, call_outcome
+
+# one worker runs the whole module (pytest -n 2 --dist loadgroup): test_zz_report_counts reads the
+# counts this process's other tests of the module recorded, so it must run after them, in the same process
+pytestmark = pytest.mark.xdist_group("adversarial-properties")
 
 COUNTS: dict[str, Counter] = defaultdict(Counter)
 FINDINGS: set[str] = set()
