@@ -381,16 +381,16 @@ class TabularEnsembleEstimator(TablePipeline):
         validation fit; ``refit_epochs_`` / ``refit_history_`` describe the refit.
         """
         x_all, t_all = torch.cat([x_tr, x_va]), torch.cat([t_tr, t_va])
+        self.refit_epochs_ = [best + 1 for best in self.best_epochs_]
         nets, rows, seconds = [], [], 0.0
-        for s, best in enumerate(self.best_epochs_):
+        for s, epochs in enumerate(self.refit_epochs_):
             net, res = self._train_network(
-                config, x_all, t_all, None, None, seed=seed, network=s, epochs=best + 1
+                config, x_all, t_all, None, None, seed=seed, network=s, epochs=epochs
             )
             nets.append(net)
             rows += [{**row, "network": s} for row in res.history]
             seconds += res.train_seconds
         self.model_ = nets[0] if len(nets) == 1 else PooledNetworks(nets)
-        self.refit_epochs_ = [best + 1 for best in self.best_epochs_]
         self.refit_history_ = rows
         self.train_seconds_ += seconds
 

@@ -212,11 +212,11 @@ _PARAMS_DOC = """
             thirteenth round (module docstring): it improved the classifier's validation log-loss
             rank over 27 cells (1.33 vs 1.67) at some accuracy rank (1.61 vs 1.39), and lost the
             regressor's screen (1.67 vs 1.33).
-        refit_full (classifier False, regressor True; fifteenth round): after early stopping has chosen each network's epoch count on the
-            validation rows, retrain every network from its initial weights on the training +
-            validation rows for that many epochs (no validation; ``refit_epochs_``). The fitted
-            networks then see ``1 + n_val / n_train`` times the rows — most useful on small tables —
-            at about twice the cost; ``best_score_`` / ``history_`` still describe the validation
+        refit_full (classifier False, regressor True; fifteenth round): after early stopping has
+            chosen each network's epoch count on the validation rows, retrain every network from its
+            initial weights on the training + validation rows for that many epochs (no validation;
+            ``refit_epochs_``). The fitted networks then see ``1 + n_val / n_train`` times the rows —
+            most useful on small tables — at about 1.7x the CPU (the fifteenth round's fits); ``best_score_`` / ``history_`` still describe the validation
             fit, which the refitted networks no longer leave unseen. Needs ``lr_schedule="constant"``
             (the plateau cuts follow validation scores the refit does not have).
         impute (True): numeric NaN -> training median plus a missing-indicator feature, categorical
