@@ -6,8 +6,10 @@ ensemblize's own source; a result is acceptable only when every floating value i
 
 from __future__ import annotations
 
+import json
 import linecache
 import math
+import os
 import traceback
 from pathlib import Path
 
@@ -62,3 +64,21 @@ def call_outcome(call, counts) -> tuple[str, object]:
         where = f"{frames[-1].filename[len(SRC) + 1 :]}:{frames[-1].lineno}" if frames else "?"
         internal = "internal " if isinstance(exc, (ValueError, TypeError)) else ""
         return "finding", f"{internal}{type(exc).__name__} at {where}: {str(exc)[:160]}"
+
+
+def write_report(module: str, payload: dict) -> Path | None:
+    """Write ``payload`` as JSON where ``ENSEMBLIZE_PROPERTY_REPORT`` says, one file per module and worker.
+
+    ``ENSEMBLIZE_PROPERTY_REPORT=out/report.json`` gives ``out/report.<module>.json`` — and, under
+    pytest-xdist, ``out/report.<module>.<worker>.json``: each worker process counts only the cases it
+    ran, so each writes its own file (merge them by summing the counts). Returns the path, or ``None``
+    when the variable is unset.
+    """
+    target = os.environ.get("ENSEMBLIZE_PROPERTY_REPORT")
+    if not target:
+        return None
+    base = Path(target)
+    parts = [base.stem, module, *filter(None, [os.environ.get("PYTEST_XDIST_WORKER")])]
+    path = base.with_name(".".join(parts) + (base.suffix or ".json"))
+    path.write_text(json.dumps(payload, indent=1))
+    return path

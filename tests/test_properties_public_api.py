@@ -14,7 +14,8 @@ end in exactly one of:
 
 Anything else (a RuntimeError/IndexError/ZeroDivisionError, a numpy/torch-internal ValueError, a
 NaN result) is **unhelpful** and fails the test — except for a call given an ``owner`` (``OWNER``):
-those are counted and reported (warning), not failed, until their owners fix them. Set ``ENSEMBLIZE_PROPERTY_REPORT=path.json`` to write the per-area counts.
+those are counted and reported (warning), not failed, until their owners fix them. Set ``ENSEMBLIZE_PROPERTY_REPORT=path.json`` to write the per-area counts
+(one file per module and xdist worker: :func:`property_outcomes.write_report`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import math
 import os
 import warnings
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -40,7 +40,7 @@ from ensemblize import metrics as M
 from ensemblize import selective as S
 from ensemblize import sigma
 from ensemblize.models.temperature_scaling import TemperatureScaled, fit_temperature
-from property_outcomes import all_finite, call_outcome
+from property_outcomes import all_finite, call_outcome, write_report
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("ENSEMBLIZE_PROPERTY_EXAMPLES", "20")),
@@ -805,12 +805,16 @@ def test_load_state_strict_names_every_mismatch(state):
 # --- report -------------------------------------------------------------------------------------------
 
 
-def test_zz_report_counts():
-    """Summarise (and optionally write) the outcome counts; warn about open items of other owners."""
+@pytest.fixture(scope="module", autouse=True)
+def _report_counts():
+    """After this worker's share of the module: optionally write its outcome counts; warn about open items.
+
+    A module-scoped fixture, not a last test: under pytest-xdist each worker process counts only the
+    cases it ran (see :func:`property_outcomes.write_report`).
+    """
+    yield
     total = {area: dict(c) for area, c in sorted(COUNTS.items())}
-    path = os.environ.get("ENSEMBLIZE_PROPERTY_REPORT")
-    if path:
-        Path(path).write_text(json.dumps({"counts": total, "open": sorted(set(OPEN))}, indent=2))
+    write_report("public_api", {"counts": total, "open": sorted(set(OPEN))})
     if OPEN:
         warnings.warn(
             f"{len(set(OPEN))} unhelpful outcomes in modules of other owners: {sorted(set(OPEN))[:5]}",

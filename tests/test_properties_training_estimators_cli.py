@@ -3,8 +3,9 @@
 Same classification as :mod:`tests.test_properties_public_api`: every call ends in a **clean error**
 (a ``ValueError``/``TypeError`` raised by a ``raise`` inside ``ensemblize``), a **correct result**
 (finite), or is **unhelpful** (any other exception, or a NaN result) and fails the test.
-Unhelpful outcomes are counted and listed (``FINDINGS``, printed by the last test) and fail the suite
-(all five found when it was written are fixed); ``ENSEMBLIZE_PROPERTY_STRICT=0`` only counts them. Set ``ENSEMBLIZE_PROPERTY_REPORT=path.json`` to write the per-area counts and findings.
+Unhelpful outcomes are counted and listed (``FINDINGS``, printed when the module's tests end) and fail the suite
+(all five found when it was written are fixed); ``ENSEMBLIZE_PROPERTY_STRICT=0`` only counts them. Set ``ENSEMBLIZE_PROPERTY_REPORT=path.json`` to write the per-area counts and findings
+(one file per module and xdist worker: :func:`property_outcomes.write_report`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import math
 import os
 import time
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from ensemblize.cli import app
 from ensemblize.training import fit, predict
-from property_outcomes import all_finite, call_outcome
+from property_outcomes import all_finite, call_outcome, write_report
 
 COUNTS: dict[str, Counter] = defaultdict(Counter)
 FINDINGS: set[str] = set()
@@ -273,14 +273,16 @@ def test_cli_run_rejects_bad_options_before_work(tmp_path_factory, data):
     assert ok, (args, res.exit_code, took, res.output[-800:], repr(res.exception))
 
 
-def test_zz_report_counts():
+@pytest.fixture(scope="module", autouse=True)
+def _report_counts():
+    """After this worker's share of the module: print, and optionally write, its counts and findings.
+
+    A module-scoped fixture rather than a last test: under pytest-xdist the module's tests are spread
+    over worker processes, each with its own counts, and a last test can land in a worker that ran
+    none of them.
+    """
+    yield
     total = {area: dict(c) for area, c in sorted(COUNTS.items())}
     print("adversarial cases per area:", json.dumps(total, indent=1))
     print("unhelpful findings:\n" + "\n".join(sorted(FINDINGS)))
-    if path := os.environ.get("ENSEMBLIZE_PROPERTY_REPORT"):
-        Path(path).write_text(json.dumps({"counts": total, "findings": sorted(FINDINGS)}, indent=1))
-    if not total:  # under pytest-xdist the module's other tests may all have run in another worker
-        pytest.skip(
-            "no adversarial case ran in this worker process; the counts are in the worker that ran them"
-        )
-    assert all(sum(c.values()) > 0 for c in total.values())
+    write_report("training_estimators_cli", {"counts": total, "findings": sorted(FINDINGS)})
