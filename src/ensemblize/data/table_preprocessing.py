@@ -744,7 +744,7 @@ def _target_moments(y: np.ndarray) -> tuple[float, float]:
             f"{np.abs(yf).max():.3g}); rescale y"
         )
     if std == 0:
-        raise ValueError(f"regression target y is constant ({yf[0]!r}) in the training split")
+        raise ValueError(f"regression target y is constant ({float(yf[0])!r}) in the training split")
     return mean, std
 
 
