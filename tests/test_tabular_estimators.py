@@ -238,13 +238,48 @@ def test_refit_full_is_a_same_seed_network_trained_on_all_rows_for_the_chosen_ep
     again = LoMETabRegressor.load(tmp_path / "m")
     assert again.refit_epochs_ == est.refit_epochs_ and again.get_params()["refit_full"] is True
     np.testing.assert_array_equal(again.predict(Xva), est.predict(Xva))
+
+
+def test_refit_full_replays_a_plateau_runs_recorded_learning_rates():
+    import torch
+    from sklearn.datasets import load_diabetes
+
+    from ensemblize.tabular.pooled import network_seed
+    from ensemblize.tabular.train import PLATEAU_GAMMA, train_model
+
+    X, y = load_diabetes(return_X_y=True)
+    Xtr, Xva, ytr, yva = _split(X, y)
+    # lr 0.05 and patience 9 (a cut after every 3 stalled epochs): the validation fit cuts its rate
+    kw = {**TINY, "max_epochs": 30, "patience": 9, "lr": 0.05, "n_networks": 1, "lr_schedule": "plateau"}
+    est = LoMETabRegressor(**kw, refit_full=True).fit(Xtr, ytr, eval_set=(Xva, yva))
+    (epochs,) = est.refit_epochs_
+    recorded = [r["lr"] for r in est.history_][:epochs]
+    assert min(recorded) < 0.05, "the validation fit made no plateau cut; the test needs one"
+    assert all(np.isclose(rate / 0.05, PLATEAU_GAMMA ** round(np.log(rate / 0.05) / np.log(PLATEAU_GAMMA)))
+               for rate in recorded)  # fmt: skip
+    # the refit trains each epoch at the validation fit's rate for that epoch
+    np.testing.assert_allclose([r["lr"] for r in est.refit_history_], recorded, rtol=1e-12)
+    # ... and is bitwise the same-seed network trained by hand with those per-epoch rates
+    rows = [est._transform_for_predict(part, fitted="model_") for part in (Xtr, Xva)]
+    x_all = torch.from_numpy(np.concatenate(rows))
+    t_all = torch.from_numpy(np.concatenate([est._encode_y(ytr, name="y"), est._encode_y(yva, name="y")]))
+    seed_s = network_seed(est.seed_, 0)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed_s)
+        net = est._network(est._fitted_model_config_, est.bins_)
+        train_model(net, x_all, t_all, None, None, regression=True, members=kw["members"], lr=0.05,
+                    weight_decay=3e-4, batch_size=est.batch_size_, max_epochs=epochs, seed=seed_s,
+                    lr_factors=[rate / 0.05 for rate in recorded])  # fmt: skip
+    for k, v in net.state_dict().items():
+        torch.testing.assert_close(est.model_.state_dict()[k], v, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="lr_factors.*lr_schedule='constant'.*'plateau'"):
+        train_model(net, x_all, t_all, None, None, regression=True, members=kw["members"],
+                    lr_schedule="plateau", lr_factors=[1.0])  # fmt: skip
     # the fifteenth round: the regressor refits by default, the classifier does not
     assert LoMETabRegressor().get_params()["refit_full"] is True
     assert LoMETabClassifier().get_params()["refit_full"] is False
     with pytest.raises(TypeError, match="refit_full"):
         LoMETabRegressor(**{**TINY, "refit_full": "yes"}).fit(Xtr, ytr)
-    with pytest.raises(ValueError, match="refit_full=True needs lr_schedule='constant'.*'plateau'"):
-        LoMETabRegressor(**{**TINY, "refit_full": True, "lr_schedule": "plateau"}).fit(Xtr, ytr)
 
 
 def test_train_model_without_validation_runs_every_epoch_and_keeps_the_last():

@@ -200,6 +200,22 @@ def test_lr_factor_equations():
     assert _lr_factor("none", step=3, total_steps=4, epoch=3, step_size=1, gamma=0.5) == 1.0
     assert [_lr_factor("plateau", step=9, total_steps=10, epoch=9, step_size=1, gamma=0.3, plateau_cuts=c)
             for c in range(3)] == [1.0, 0.3, 0.3**2]  # fmt: skip
+    factors = [1.0, 0.3, 0.3, 0.09]  # a replayed schedule: epoch e's multiplier, whatever the step
+    assert [
+        _lr_factor(factors, step=99, total_steps=100, epoch=e, step_size=1, gamma=0.5) for e in range(4)
+    ] == factors
+
+
+def test_a_per_epoch_schedule_is_replayed_and_checked():
+    train, _ = _data()
+    res = fit(_model(), train, epochs=3, schedule=(1.0, 0.25, 0.5), **FAST)
+    assert [h["lr"] for h in res.history] == [0.1, 0.1 * 0.25, 0.1 * 0.5]
+    with pytest.raises(ValueError, match="one lr multiplier per epoch: got 2 for epochs=3"):
+        fit(_model(), train, epochs=3, schedule=[1.0, 1.0], **FAST)
+    with pytest.raises(ValueError, match=r"schedule\[1\] must be finite and > 0, got nan"):
+        fit(_model(), train, epochs=3, schedule=[1.0, float("nan"), 1.0], **FAST)
+    with pytest.raises(TypeError, match="schedule must be one of .* or a sequence"):
+        fit(_model(), train, epochs=3, schedule=0.5, **FAST)
 
 
 def test_schedules_drive_the_optimizer():

@@ -256,12 +256,6 @@ class TabularEnsembleEstimator(TablePipeline):
         check_choice(self.lr_schedule, LR_SCHEDULES, name="lr_schedule")
         check_ema_decay(self.ema_decay)
         check_bool(self.refit_full, name="refit_full")
-        if self.refit_full and self.lr_schedule != "constant":
-            raise ValueError(
-                f"refit_full=True needs lr_schedule='constant', got lr_schedule={self.lr_schedule!r}: "
-                "its learning-rate cuts follow validation scores, which the refit on training + "
-                "validation rows does not have (set refit_full=False to use lr_schedule='plateau')"
-            )
         check_bool(self.per_member_batches, name="per_member_batches")
         check_bool(self.verbose, name="verbose")
         self._validate_pipeline_params()
@@ -337,9 +331,11 @@ class TabularEnsembleEstimator(TablePipeline):
             self._refit_on_all_rows(config, x_tr, t_tr, x_va, t_va, seed=seed)
         return self
 
-    def _train_network(self, config, x_tr, t_tr, x_va, t_va, *, seed, network, epochs, callbacks=()):
+    def _train_network(self, config, x_tr, t_tr, x_va, t_va, *, seed, network, epochs, callbacks=(),
+                       lr_factors=None):  # fmt: skip
         """Network ``network`` of this fit, initialised from its own seed and trained by
-        :func:`~ensemblize.tabular.train.train_model` (without validation when ``x_va`` is None)."""
+        :func:`~ensemblize.tabular.train.train_model` (without validation when ``x_va`` is None;
+        ``lr_factors``: per-epoch learning-rate multipliers replayed instead of ``lr_schedule``)."""
         device = x_tr.device
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             seed_s = network_seed(seed, network)
@@ -358,7 +354,8 @@ class TabularEnsembleEstimator(TablePipeline):
                 batch_size=self.batch_size_,
                 max_epochs=epochs,
                 patience=int(self.patience),
-                lr_schedule=self.lr_schedule,
+                lr_schedule=self.lr_schedule if lr_factors is None else "constant",
+                lr_factors=lr_factors,
                 ema_decay=None if self.ema_decay is None else float(self.ema_decay),
                 per_member_batches=bool(self.per_member_batches),
                 seed=seed_s,
@@ -377,15 +374,21 @@ class TabularEnsembleEstimator(TablePipeline):
         ``n_train + n_val`` rows (so ``(n_train + n_val) / n_train`` times the steps). The
         preprocessing, bins and target standardisation stay the training rows' (fitted before any
         validation row was seen), and so does ``temperature_`` (fitted on the validation rows by
-        the networks that had not trained on them). ``history_`` / ``best_*`` keep describing the
-        validation fit; ``refit_epochs_`` / ``refit_history_`` describe the refit.
+        the networks that had not trained on them). With ``lr_schedule="plateau"`` each epoch of the
+        refit trains at the learning rate the same epoch had in the validation fit (its recorded
+        ``lr``: the cuts that validation scores decided, replayed). ``history_`` / ``best_*`` keep
+        describing the validation fit; ``refit_epochs_`` / ``refit_history_`` describe the refit.
         """
         x_all, t_all = torch.cat([x_tr, x_va]), torch.cat([t_tr, t_va])
         self.refit_epochs_ = [best + 1 for best in self.best_epochs_]
         nets, rows, seconds = [], [], 0.0
         for s, epochs in enumerate(self.refit_epochs_):
+            factors = None
+            if self.lr_schedule == "plateau":
+                rates = [row["lr"] for row in self.history_ if row["network"] == s][:epochs]
+                factors = [rate / float(self.lr) for rate in rates]
             net, res = self._train_network(
-                config, x_all, t_all, None, None, seed=seed, network=s, epochs=epochs
+                config, x_all, t_all, None, None, seed=seed, network=s, epochs=epochs, lr_factors=factors
             )
             nets.append(net)
             rows += [{**row, "network": s} for row in res.history]

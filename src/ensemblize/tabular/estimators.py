@@ -217,8 +217,9 @@ _PARAMS_DOC = """
             initial weights on the training + validation rows for that many epochs (no validation;
             ``refit_epochs_``). The fitted networks then see ``1 + n_val / n_train`` times the rows —
             most useful on small tables — at about 1.7x the CPU (the fifteenth round's fits); ``best_score_`` / ``history_`` still describe the validation
-            fit, which the refitted networks no longer leave unseen. Needs ``lr_schedule="constant"``
-            (the plateau cuts follow validation scores the refit does not have).
+            fit, which the refitted networks no longer leave unseen. With ``lr_schedule="plateau"``
+            the refit replays each network's recorded per-epoch learning rates (the cuts its
+            validation fit made).
         impute (True): numeric NaN -> training median plus a missing-indicator feature, categorical
             NaN -> its own category; ``False`` makes any NaN a ValueError naming the columns.
         random_state (None; or an int in [0, 2**32 - 1], or a RandomState), device ("cpu"),

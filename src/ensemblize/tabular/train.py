@@ -163,6 +163,7 @@ def train_model(
     max_epochs: int = 200,
     patience: int = 16,
     lr_schedule: str = "constant",
+    lr_factors: Sequence[float] | None = None,
     ema_decay: float | None = None,
     grad_clip: float = 1.0,
     per_member_batches: bool = False,
@@ -194,6 +195,10 @@ def train_model(
             cut (γ = :data:`PLATEAU_GAMMA`) each time :func:`plateau_step` further epochs pass
             without a better validation score; the rate stays cut when the score improves again
             (:func:`ensemblize.training.fit`'s ``schedule="plateau"``).
+        lr_factors: ``None``, or one learning-rate multiplier per epoch (``max_epochs`` of them):
+            epoch ``e`` trains at ``lr · lr_factors[e]``, a schedule replayed (the estimators'
+            ``refit_full`` of a plateau run: the rates its validation fit recorded). Needs
+            ``lr_schedule="constant"``.
         ema_decay: ``None`` (TabM's recipe) or a decay in ``(0, 1)``: validation, early stopping and
             the restored best epoch use an exponential moving average of the weights
             (:func:`ensemblize.training.fit`'s ``ema_decay``, :mod:`ensemblize.training.averaging`).
@@ -222,6 +227,10 @@ def train_model(
     check_members(members)
     check_choice(monitor, MONITORS, name="monitor")
     check_choice(lr_schedule, LR_SCHEDULES, name="lr_schedule")
+    if lr_factors is not None and lr_schedule != "constant":
+        raise ValueError(
+            f"lr_factors replaces the schedule: it needs lr_schedule='constant', got {lr_schedule!r}"
+        )
     n = len(x_train)
     validate = x_val is not None or y_val is not None
     if validate and (x_val is None or y_val is None):
@@ -230,6 +239,9 @@ def train_model(
         raise ValueError(
             f"need non-empty train and validation splits, got {n} and {len(x_val) if validate else 0} rows"
         )
+    schedule = "plateau" if lr_schedule == "plateau" else "none"
+    if lr_factors is not None:
+        schedule = list(lr_factors)  # fit checks one positive multiplier per epoch
     bs = auto_batch_size(n) if batch_size is None else int(batch_size)
     if bs < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
@@ -242,7 +254,7 @@ def train_model(
         optimizer="adamw",
         lr=float(lr),
         weight_decay=float(weight_decay),
-        schedule="plateau" if lr_schedule == "plateau" else "none",
+        schedule=schedule,
         step_size=plateau_step(patience),
         gamma=PLATEAU_GAMMA,
         grad_clip=float(grad_clip) if grad_clip else None,

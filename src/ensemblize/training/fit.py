@@ -124,7 +124,7 @@ def fit(
     weight_decay: float = 5e-4,
     momentum: float = 0.9,
     nesterov: bool = False,
-    schedule: str = "cosine",
+    schedule: str | Sequence[float] = "cosine",
     step_size: int | None = None,
     gamma: float = 0.1,
     decay_filter: str | Callable[[str, nn.Parameter, nn.Module], bool] = "standard",
@@ -178,7 +178,9 @@ def fit(
     further epochs pass without a better monitored score — ``lr·gamma^c`` after ``c`` such cuts, kept
     when the score improves again (Keras' / torch's reduce-on-plateau with cooldown 0, counted on the
     same epochs as early stopping, so with ``early_stopping_patience`` P a run makes at most
-    ``⌈P / step_size⌉ − 1`` cuts per plateau); ``"none"``.
+    ``⌈P / step_size⌉ − 1`` cuts per plateau); ``"none"``; or a sequence of ``epochs`` positive
+    multipliers, epoch ``e`` training at ``lr·schedule[e]`` (a schedule replayed, e.g. a plateau
+    run's recorded rates retrained without validation).
     ``grad_clip`` clips the global gradient norm (over all members together).
 
     Weight averaging: ``ema_decay`` (``None``: off; else in ``(0, 1)``) keeps an exponential moving

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -187,7 +187,7 @@ def make_optimizer(
 
 
 def lr_factor(
-    schedule: str,
+    schedule: str | Sequence[float],
     *,
     step: int,
     total_steps: int,
@@ -198,7 +198,10 @@ def lr_factor(
 ) -> float:
     """Learning-rate multiplier. cosine (per step): ``½(1 + cos(π t / T))`` for step ``t`` of ``T``;
     step (per epoch): ``γ^⌊epoch / step_size⌋`` (epoch 0-based); plateau: ``γ^c`` after ``c``
-    plateau cuts so far (``plateau_cuts``; the training loop counts them); none: 1."""
+    plateau cuts so far (``plateau_cuts``; the training loop counts them); none: 1; a sequence of
+    per-epoch multipliers (a replayed schedule): ``schedule[epoch]``."""
+    if not isinstance(schedule, str):
+        return float(schedule[epoch])
     if schedule == "cosine":
         return 0.5 * (1.0 + math.cos(math.pi * step / total_steps))
     if schedule == "step":

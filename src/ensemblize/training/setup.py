@@ -198,7 +198,11 @@ def check_options(kw: dict[str, Any]) -> dict[str, Any]:
     o = dict(kw)
     o["epochs"] = check_int(o["epochs"], name="epochs", minimum=1)
     o["batch_size"] = check_int(o["batch_size"], name="batch_size", minimum=1)
+    if not isinstance(o["schedule"], str):
+        o["schedule"] = check_epoch_factors(o["schedule"], epochs=o["epochs"])
     for key, allowed in (("optimizer", OPTIMIZERS), ("schedule", SCHEDULES), ("task", TASKS)):
+        if key == "schedule" and isinstance(o[key], list):
+            continue
         if o[key] not in allowed:
             raise ValueError(f"unknown {key} {o[key]!r}; expected one of {allowed}")
     if o["monitor"] is not None and o["monitor"] not in MONITORS:
@@ -230,6 +234,19 @@ def check_options(kw: dict[str, Any]) -> dict[str, Any]:
     o["seed"] = check_int(o["seed"], name="seed", minimum=0)
     _check_callables(o)
     return o
+
+
+def check_epoch_factors(factors: object, *, epochs: int) -> list[float]:
+    """A replayed schedule: ``epochs`` finite, positive learning-rate multipliers, one per epoch."""
+    if isinstance(factors, (bytes, dict)) or not hasattr(factors, "__len__"):
+        raise TypeError(
+            f"schedule must be one of {SCHEDULES} or a sequence of per-epoch lr multipliers, got {factors!r}"
+        )
+    if len(factors) != epochs:
+        raise ValueError(
+            f"a per-epoch schedule needs one lr multiplier per epoch: got {len(factors)} for epochs={epochs}"
+        )
+    return [check_positive(f, name=f"schedule[{e}]") for e, f in enumerate(factors)]
 
 
 def _is_sigma_ensemble(module: nn.Module) -> bool:
