@@ -12,6 +12,8 @@ sections 0 and 0b alone).
    ``member_weights``) and the factored form at rank 2. Ratios are medians of per-round paired ratios.
 0b. ``LoMETabClassifier.fit`` end to end against official TabM (``tabm.TabM.make``, same K, depth,
    width, piecewise embeddings, batch size, epochs) trained by the same ``train_model`` loop.
+   ``--fit-regression`` instead times ``LoMETabRegressor.fit`` (with and without ``refit_full``) against
+   official TabM with one output (``benchmarks/results/lome_vs_tabm_regression.md``).
 1. Linear, d_in = d_out = 512, K = 32, B = 256: forward+backward step time of LoMELinear (r = 1, 2, 4,
    8, 16; materialized and factored) and AdditiveLowRankLinear (r = 4) relative to the rank-1
    BatchEnsembleLinear and to K independent layers (EnsembleLinear, one batched matmul).
@@ -174,11 +176,17 @@ class _OfficialTabM(nn.Module):
         self.model = model
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(x_num=x)
+        out = self.model(x_num=x)
+        return out.squeeze(-1) if self.regression else out
+
+    regression = False
 
 
-def fit_official_tabm(x, y, *, members: int, n_blocks: int, d_block: int, epochs: int, seed: int) -> None:
-    """Official TabM end to end on a numeric table: split, quantile transform, bins, ``train_model``."""
+def fit_official_tabm(
+    x, y, *, members: int, n_blocks: int, d_block: int, epochs: int, seed: int, regression: bool = False
+) -> None:
+    """Official TabM end to end on a numeric table: split, quantile transform, bins, ``train_model``
+    (``regression``: one output, MSE on the standardised target, as the estimators train)."""
     import rtdl_num_embeddings as rtdl
     import tabm
     from sklearn.model_selection import train_test_split
@@ -186,7 +194,12 @@ def fit_official_tabm(x, y, *, members: int, n_blocks: int, d_block: int, epochs
 
     from ensemblize.tabular.train import train_model
 
-    x_tr, x_va, y_tr, y_va = train_test_split(x, y, test_size=0.2, random_state=seed, stratify=y)
+    x_tr, x_va, y_tr, y_va = train_test_split(
+        x, y, test_size=0.2, random_state=seed, stratify=None if regression else y
+    )
+    if regression:
+        mean, std = y_tr.mean(), y_tr.std()
+        y_tr, y_va = ((y_tr - mean) / std).astype("float32"), ((y_va - mean) / std).astype("float32")
     qt = QuantileTransformer(
         n_quantiles=min(1000, len(x_tr)), output_distribution="normal", random_state=seed
     )
@@ -196,20 +209,22 @@ def fit_official_tabm(x, y, *, members: int, n_blocks: int, d_block: int, epochs
     bins = rtdl.compute_bins(x_tr, n_bins=48)
     model = tabm.TabM.make(
         n_num_features=x_tr.shape[1],
-        d_out=int(y.max()) + 1,
+        d_out=1 if regression else int(y.max()) + 1,
         num_embeddings=rtdl.PiecewiseLinearEmbeddings(bins, 16, activation=False, version="B"),
         k=members,
         n_blocks=n_blocks,
         d_block=d_block,
         dropout=0.1,
     )
+    wrapped = _OfficialTabM(model)
+    wrapped.regression = regression
     train_model(
-        _OfficialTabM(model),
+        wrapped,
         x_tr,
         torch.as_tensor(y_tr),
         x_va,
         torch.as_tensor(y_va),
-        regression=False,
+        regression=regression,
         members=members,
         lr=2e-3,
         weight_decay=3e-4,
@@ -277,6 +292,54 @@ def fit_table(n_rows: int, epochs: int, repeats: int) -> str:
         f"Median over {repeats} interleaved rounds of the paired ratio.",
     ]
     return "\n".join(lines)
+
+
+def fit_table_regression(n_rows: int, epochs: int, repeats: int) -> str:
+    """Seconds of ``LoMETabRegressor.fit`` (without and with ``refit_full``) / seconds of official TabM
+    at the estimator's default K, depth and width, same data, one interleaved comparison."""
+    from sklearn.datasets import make_regression
+
+    from ensemblize.tabular import LoMETabRegressor
+
+    x, y = make_regression(n_samples=n_rows, n_features=8, n_informative=6, noise=10.0, random_state=0)
+    x, y = x.astype("float32"), y.astype("float64")
+    members, n_blocks, d_block = 16, 2, 128
+    start_load = load_average()
+    reference = f"official TabM (tabm.TabM.make, K = {members}, {n_blocks}×{d_block})"
+
+    def lometab(refit: bool) -> Callable[[], None]:
+        est = LoMETabRegressor(members=members, n_blocks=n_blocks, d_block=d_block, batch_size=256,
+                               max_epochs=epochs, patience=epochs, n_networks=1, refit_full=refit,
+                               random_state=0)  # fmt: skip
+        return lambda: est.fit(x, y)
+
+    runs = {
+        reference: lambda: fit_official_tabm(
+            x, y, members=members, n_blocks=n_blocks, d_block=d_block, epochs=epochs, seed=0, regression=True
+        ),
+        "LoMETabRegressor (refit_full=False: the same training as TabM)": lometab(False),
+        "LoMETabRegressor (refit_full=True, the default: + a refit on all rows)": lometab(True),
+    }
+    ratios = paired_ratios(runs, reference, repeats)
+    rows = [f"| {name} | **{ratios[name]:.2f}** | {ratios['_reference_seconds']:.1f} |" for name in runs]
+    return "\n".join(
+        [
+            "### `LoMETabRegressor.fit` end to end vs official TabM",
+            "",
+            f"{n_rows} rows × 8 numeric features (`make_regression`, seed 0), 80/20 train/validation split, "
+            f"{epochs} epochs (patience = epochs), batch 256, as the classification comparison otherwise; "
+            "MSE on the standardised target. With `refit_full=True` the estimator then retrains the network "
+            "on training + validation rows for its best epoch + 1 epochs (1 to "
+            f"{epochs}, 1.25× the rows each) — extra work by design, not overhead. "
+            f"Load average at start {start_load}, at end {load_average()}.",
+            "",
+            "| method | fit time / official TabM fit time (same shape) | official TabM fit s (secondary) |",
+            "|---|---:|---:|",
+            *rows,
+            "",
+            f"Median over {repeats} interleaved rounds of the paired ratio.",
+        ]
+    )
 
 
 def n_params(module: nn.Module) -> int:
@@ -401,9 +464,30 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--fit-regression",
+        action="store_true",
+        help="only LoMETabRegressor.fit vs official TabM (writes --out, default results/lome_vs_tabm_regression.md)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     repeats = args.repeats or (5 if args.quick else 7)
+    if args.fit_regression:
+        out = args.out if args.out != RESULTS else RESULTS.with_name("lome_vs_tabm_regression.md")
+        text = (
+            f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), CPU; seed 0. Command: "
+            f"`.venv/bin/python benchmarks/bench_lome.py --fit-regression` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).\n\n"
+            + (
+                fit_table_regression(600, 2, 3)
+                if args.quick
+                else fit_table_regression(2000, 3, max(repeats, 5))
+            )
+            + "\n"
+        )
+        print(text)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out, text)
+        return
     if args.quick:
         shapes = [
             ("d=128, K=8, B=64", 128, 128, 8, 64, False),
