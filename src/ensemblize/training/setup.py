@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -237,8 +238,8 @@ def check_options(kw: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_epoch_factors(factors: object, *, epochs: int) -> list[float]:
-    """A replayed schedule: ``epochs`` finite, positive learning-rate multipliers, one per epoch."""
-    if isinstance(factors, (bytes, dict)) or not hasattr(factors, "__len__"):
+    """A replayed schedule (list, tuple or array): ``epochs`` finite, positive lr multipliers, one per epoch."""
+    if not isinstance(factors, (list, tuple, np.ndarray)):
         raise TypeError(
             f"schedule must be one of {SCHEDULES} or a sequence of per-epoch lr multipliers, got {factors!r}"
         )
