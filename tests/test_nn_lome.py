@@ -315,6 +315,31 @@ def test_lome_materialized_keeps_no_member_weights_for_backward():
     assert sum(math.prod(s) for s in saved) <= x.numel() + sum(p.numel() for p in layer.parameters())
 
 
+def test_lome_materialized_workspace_shared_by_layers_of_other_shapes():
+    """The CPU workspace the materialized form reuses for its weight buffers is one per thread and
+    dtype: layers of different shapes (a larger one growing it, a smaller one then using a prefix),
+    interleaved forward and backward, each still equal K explicit layers, and steady-state steps
+    allocate no new weight buffer."""
+    import ensemblize.nn.lome as lome_mod
+
+    torch.manual_seed(4)
+    small = LoMELinear(6, 5, 4, 2, 0.7, form="materialized").double()
+    large = LoMELinear(9, 11, 4, 3, 0.7, form="materialized").double()
+    with torch.no_grad():
+        small.bias.normal_()
+        large.bias.normal_()
+    for layer, fin, fout in [(small, 6, 5), (large, 9, 11), (small, 6, 5), (large, 9, 11)]:
+        x = torch.randn(7, 4, fin, dtype=torch.double)
+        g = torch.randn(7, 4, fout, dtype=torch.double)
+        check_low_rank(layer, x, g)
+    buffers = lome_mod._WORKSPACE.buffers
+    before = {key: buf.data_ptr() for key, buf in buffers.items() if key[1] == torch.double}
+    assert {slot for slot, _ in before} == {"weights", "products"}
+    check_low_rank(small, torch.randn(3, 4, 6, dtype=torch.double), torch.randn(3, 4, 5, dtype=torch.double))
+    after = {key: buf.data_ptr() for key, buf in buffers.items() if key[1] == torch.double}
+    assert after == before
+
+
 @pytest.mark.parametrize("block_bytes", [1, 2 * 5 * 7 * 8])  # one member per block; two members per block
 @pytest.mark.parametrize("bias", [True, False])
 def test_lome_materialized_blocks_match_explicit_members(monkeypatch, block_bytes, bias):
