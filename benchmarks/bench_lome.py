@@ -6,10 +6,14 @@ sections 0 and 0b alone).
 
 0. LoMELinear against the **official** ``tabm.LinearBatchEnsemble`` (the issue's target: ≤ 1.3×),
    forward + backward to the input and all parameters, ranks 1, 2, 4, at d = 512, K = 32, B = 256
-   and at LoMETab's default shapes (K = 32, B = 256, d_block = 256: a hidden 256 -> 256 layer, and
-   the first layer 128 -> 256 — 8 numeric features × d_embedding 16 — fed the broadcast
-   ``(B, K, d_in)`` view the model gives it). Also the previous implementation (autograd through
+   and at LoMETab's shapes: the former defaults (K = 32, B = 256, d_block = 256: a hidden 256 -> 256
+   layer, and the first layer 128 -> 256 — 8 numeric features × d_embedding 16 — fed the broadcast
+   ``(B, K, d_in)`` view the model gives it) and the current ones (K = 16, d_block = 128, at the
+   classifier's batch 256 and the regressor's 128). Also the previous implementation (autograd through
    ``member_weights``) and the factored form at rank 2. Ratios are medians of per-round paired ratios.
+0c. ``--fit-real``: ``LoMETabRegressor.fit`` (one network, its defaults, so with the refit) against
+   official TabM at equal K, depth and width on the benchmark's real regression tables, with early
+   stopping (``benchmarks/results/lome_vs_tabm_real.md``).
 0b. ``LoMETabClassifier.fit`` end to end against official TabM (``tabm.TabM.make``, same K, depth,
    width, piecewise embeddings, batch size, epochs) trained by the same ``train_model`` loop.
    ``--fit-regression`` instead times ``LoMETabRegressor.fit`` (with and without ``refit_full``) against
@@ -342,6 +346,92 @@ def fit_table_regression(n_rows: int, epochs: int, repeats: int) -> str:
     )
 
 
+REAL_TABLES = ("concrete", "ames", "wage")
+"""The benchmark's pre-defined regression tables (:data:`ensemblize.data.tables.BENCHMARK_SUITE`)."""
+
+
+def _cpu_fit(est, splits) -> float:
+    """CPU seconds of ``est.fit`` on a split's training rows with its validation rows as ``eval_set``."""
+    t0 = time.process_time()
+    est.fit(splits.train.X, splits.train.y, eval_set=(splits.val.X, splits.val.y))
+    return time.process_time() - t0
+
+
+def fit_table_real(tables: tuple[str, ...], seeds: tuple[int, ...], split_seed: int = 0) -> str:
+    """CPU seconds of ``LoMETabRegressor.fit`` (one network, every other knob its default, so
+    ``refit_full=True``) / CPU seconds of official TabM (:class:`ensemblize.tabular.TabMRegressor`) at
+    the same K, depth and width, on real tables with early stopping: the realistic counterpart of
+    :func:`fit_table_regression`, whose fixed epochs without early stopping are the refit's worst case.
+
+    Two official-TabM references: its own training defaults (dropout 0.1, patience 16, batch 256) and
+    LoMETabRegressor's (dropout 0, patience 24, batch 128), so the second ratio isolates the layer and
+    the refit. One fit of each per (table, model seed), in rotating order; ratios are per pair.
+    """
+    from ensemblize.data.tables import load_benchmark, split
+    from ensemblize.tabular import LoMETabRegressor, TabMRegressor
+
+    shape = {"members": 16, "n_blocks": 2, "d_block": 128}
+    start_load = load_average()
+    rows, ratios = [], {"own": [], "same": [], "phase1": []}
+    for table in tables:
+        splits = split(load_benchmark(table), seed=split_seed)
+        for seed in seeds:
+            makers = {
+                "lome": lambda s=seed: LoMETabRegressor(**shape, n_networks=1, random_state=s),
+                "own": lambda s=seed: TabMRegressor(**shape, random_state=s),
+                "same": lambda s=seed: TabMRegressor(
+                    **shape, dropout=0.0, patience=24, batch_size=128, random_state=s
+                ),
+            }
+            order = list(makers)
+            k = seed % len(order)
+            cpu, fitted = {}, {}
+            for name in order[k:] + order[:k]:
+                fitted[name] = makers[name]()
+                cpu[name] = _cpu_fit(fitted[name], splits)
+            lome = fitted["lome"]
+            refit_s = lome.refit_history_[-1]["seconds"] if lome.refit_history_ else 0.0
+            phase1 = cpu["lome"] - refit_s
+            ratios["own"].append(cpu["lome"] / cpu["own"])
+            ratios["same"].append(cpu["lome"] / cpu["same"])
+            ratios["phase1"].append(phase1 / cpu["same"])
+            rows.append(
+                f"| {table} | {seed} | {cpu['lome']:.1f} ({phase1:.1f} + refit {refit_s:.1f}; best epoch "
+                f"{lome.best_epochs_[0]}, {len(lome.history_)} epochs + {lome.refit_epochs_[0]}) | "
+                f"{cpu['own']:.1f} ({len(fitted['own'].history_)} epochs) | "
+                f"{cpu['same']:.1f} ({len(fitted['same'].history_)} epochs) | "
+                f"**{ratios['own'][-1]:.2f}** | **{ratios['same'][-1]:.2f}** | {ratios['phase1'][-1]:.2f} |"
+            )
+
+    def gmean(xs: list[float]) -> float:
+        return statistics.geometric_mean(xs)
+
+    return "\n".join(
+        [
+            "### `LoMETabRegressor.fit` vs official TabM at equal K, depth and width on real tables (early stopping)",
+            "",
+            f"Tables {', '.join(tables)} (`load_benchmark`, 64/16/20 split seed {split_seed}, the validation "
+            f"rows as `eval_set`), model seeds {', '.join(map(str, seeds))}. LoMETabRegressor: K = 16, 2×128, "
+            "`n_networks=1` (one network against one TabM; the default pools three), every other knob its "
+            "default — so it early-stops on validation and then refits on training + validation rows for "
+            "its best epoch + 1 epochs. Official TabM: `TabMRegressor(members=16, n_blocks=2, d_block=128)` "
+            "(a) at its own training defaults (dropout 0.1, patience 16, batch 256), (b) at LoMETab's "
+            "(dropout 0, patience 24, batch 128). CPU seconds (`time.process_time`, one thread) of each "
+            "`fit`; the refit's seconds are its recorded training time. Load average at start "
+            f"{start_load}, at end {load_average()}.",
+            "",
+            "| table | seed | LoMETab CPU s (validation fit + refit) | TabM (a) CPU s | TabM (b) CPU s | "
+            "LoMETab / (a) | LoMETab / (b) | validation fit alone / (b) |",
+            "|---|---:|---|---|---|---:|---:|---:|",
+            *rows,
+            "",
+            f"Geometric mean over the {len(ratios['own'])} pairs: LoMETab / TabM (a) **{gmean(ratios['own']):.2f}**, "
+            f"LoMETab / TabM (b) **{gmean(ratios['same']):.2f}**, LoMETab's validation fit alone / TabM (b) "
+            f"{gmean(ratios['phase1']):.2f}.",
+        ]
+    )
+
+
 def n_params(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
@@ -469,8 +559,27 @@ def main() -> None:
         action="store_true",
         help="only LoMETabRegressor.fit vs official TabM (writes --out, default results/lome_vs_tabm_regression.md)",
     )
+    parser.add_argument(
+        "--fit-real",
+        action="store_true",
+        help="only LoMETabRegressor.fit vs official TabM at equal shape on real tables with early stopping "
+        "(writes --out, default results/lome_vs_tabm_real.md)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.fit_real:
+        out = args.out if args.out != RESULTS else RESULTS.with_name("lome_vs_tabm_real.md")
+        text = (
+            f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), CPU. Command: "
+            f"`.venv/bin/python benchmarks/bench_lome.py --fit-real{' --quick' if args.quick else ''}` "
+            f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).\n\n"
+            + (fit_table_real(("concrete",), (0,)) if args.quick else fit_table_real(REAL_TABLES, (0, 1, 2)))
+            + "\n"
+        )
+        print(text)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out, text)
+        return
     repeats = args.repeats or (5 if args.quick else 7)
     if args.fit_regression:
         out = args.out if args.out != RESULTS else RESULTS.with_name("lome_vs_tabm_regression.md")
@@ -502,6 +611,8 @@ def main() -> None:
             ("LoMETab first 128->256, K=32, B=256", 128, 256, 32, 256, True),
             ("LoMETab default hidden 128->128, K=16, B=256", 128, 128, 16, 256, False),
             ("LoMETab default first 128->128, K=16, B=256", 128, 128, 16, 256, True),
+            ("regressor default hidden 128->128, K=16, B=128", 128, 128, 16, 128, False),
+            ("regressor default first 128->128, K=16, B=128", 128, 128, 16, 128, True),
         ]
         vs_tabm = tabm_table(shapes, [1, 2, 4], max(repeats, 15))
         vs_fit = fit_table(2000, 3, max(repeats // 2, 5))
