@@ -340,6 +340,25 @@ def test_lome_materialized_workspace_shared_by_layers_of_other_shapes():
     assert after == before
 
 
+@pytest.mark.parametrize("first", ["inference_mode", "no_grad"])
+def test_lome_materialized_workspace_made_in_inference_mode_still_trains(first):
+    """A forward under torch.inference_mode (or no_grad) that first sizes the shared CPU workspace does
+    not break a later training step (an inference tensor cannot be written with autograd on)."""
+    import ensemblize.nn.lome as lome_mod
+
+    torch.manual_seed(5)
+    big = 37  # wider than any other test layer, so this test's first call allocates the buffers
+    layer = LoMELinear(big, big, 3, 2, 0.6, form="materialized").double()
+    x = torch.randn(4, 3, big, dtype=torch.double)
+    lome_mod._WORKSPACE.__dict__.pop("buffers", None)
+    with torch.inference_mode() if first == "inference_mode" else torch.no_grad():
+        layer(x)
+    check_low_rank(layer, x, torch.randn(4, 3, big, dtype=torch.double))
+    with torch.inference_mode():
+        y = layer(x)
+    torch.testing.assert_close(y, run_explicit(explicit_weights(layer), layer.bias, x, torch.ones_like(y))[0])
+
+
 @pytest.mark.parametrize("block_bytes", [1, 2 * 5 * 7 * 8])  # one member per block; two members per block
 @pytest.mark.parametrize("bias", [True, False])
 def test_lome_materialized_blocks_match_explicit_members(monkeypatch, block_bytes, bias):

@@ -181,8 +181,9 @@ def _workspace(slot: str, shape: tuple[int, ...], like: Tensor) -> Tensor:
     d = 128) is served by ``mmap`` and page-faults on first touch: measured at 1 thread, d = 128,
     K = 16, B = 128, that made the weight build ~10× slower than on warm memory and cost ~20 % of the
     layer's training step. So on CPU each thread keeps one growing buffer per ``slot`` (at most a
-    block of weights, ~``_BLOCK_BYTES``, per slot, dtype and thread; freed with the thread). Callers
-    must not return or save the buffer. Other devices allocate normally (CUDA's caching allocator
+    block of weights, ~``_BLOCK_BYTES``, per slot, dtype and thread; freed with the thread), allocated
+    outside inference mode so that calls under ``torch.inference_mode`` and with autograd can share it.
+    Callers must not return or save the buffer. Other devices allocate normally (CUDA's caching allocator
     already reuses memory, and a reused buffer would need stream ordering).
     """
     if like.device.type != "cpu":
@@ -192,7 +193,10 @@ def _workspace(slot: str, shape: tuple[int, ...], like: Tensor) -> Tensor:
     numel = math.prod(shape)
     buf = cache.get(key)
     if buf is None or buf.numel() < numel:
-        buf = cache[key] = like.new_empty(numel)
+        # never an inference tensor: one made under torch.inference_mode could not be written to
+        # (``out=``) by a later call with autograd on
+        with torch.inference_mode(False):
+            buf = cache[key] = like.new_empty(numel)
     return buf[:numel].view(shape)
 
 
