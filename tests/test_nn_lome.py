@@ -359,6 +359,24 @@ def test_lome_materialized_workspace_made_in_inference_mode_still_trains(first):
     torch.testing.assert_close(y, run_explicit(explicit_weights(layer), layer.bias, x, torch.ones_like(y))[0])
 
 
+def test_lome_materialized_compiles_fullgraph():
+    """torch.compile(fullgraph=True) traces the materialized Function (no side effect on the CPU
+    workspace while compiling) and gives eager's output and gradients."""
+    torch.manual_seed(6)
+    layer = LoMELinear(8, 6, 4, 2, 0.9, form="materialized")
+    x = torch.randn(5, 4, 8)
+    g = torch.randn(5, 4, 6)
+    compiled = torch.compile(layer, fullgraph=True, backend="eager")
+    xc = x.clone().requires_grad_(True)
+    (compiled(xc) * g).sum().backward()
+    got = [p.grad.clone() for p in layer.parameters()] + [xc.grad]
+    layer.zero_grad()
+    xe = x.clone().requires_grad_(True)
+    (layer(xe) * g).sum().backward()
+    for a, b in zip(got, [p.grad for p in layer.parameters()] + [xe.grad], strict=True):
+        torch.testing.assert_close(a, b)
+
+
 @pytest.mark.parametrize("block_bytes", [1, 2 * 5 * 7 * 8])  # one member per block; two members per block
 @pytest.mark.parametrize("bias", [True, False])
 def test_lome_materialized_blocks_match_explicit_members(monkeypatch, block_bytes, bias):

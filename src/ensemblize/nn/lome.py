@@ -186,7 +186,7 @@ def _workspace(slot: str, shape: tuple[int, ...], like: Tensor) -> Tensor:
     Callers must not return or save the buffer. Other devices allocate normally (CUDA's caching allocator
     already reuses memory, and a reused buffer would need stream ordering).
     """
-    if like.device.type != "cpu":
+    if like.device.type != "cpu" or torch.compiler.is_compiling():  # a compiled graph plans its own memory
         return like.new_empty(shape)
     cache = _WORKSPACE.__dict__.setdefault("buffers", {})
     key = (slot, like.dtype)
