@@ -359,6 +359,19 @@ def test_lome_materialized_workspace_made_in_inference_mode_still_trains(first):
     torch.testing.assert_close(y, run_explicit(explicit_weights(layer), layer.bias, x, torch.ones_like(y))[0])
 
 
+def test_lome_materialized_blocks_over_the_workspace_cap_are_not_kept(monkeypatch):
+    """Weight blocks larger than ``_WORKSPACE_MAX_BYTES`` are allocated per call (not kept for the
+    thread's lifetime) and the layer still equals K explicit layers."""
+    import ensemblize.nn.lome as lome_mod
+
+    monkeypatch.setattr(lome_mod, "_WORKSPACE_MAX_BYTES", 0)
+    lome_mod._WORKSPACE.__dict__.pop("buffers", None)
+    torch.manual_seed(8)
+    layer = LoMELinear(7, 6, 3, 2, 0.8, form="materialized").double()
+    check_low_rank(layer, torch.randn(5, 3, 7, dtype=torch.double), torch.randn(5, 3, 6, dtype=torch.double))
+    assert not lome_mod._WORKSPACE.__dict__.get("buffers")
+
+
 def test_lome_materialized_compiles_fullgraph():
     """torch.compile(fullgraph=True) traces the materialized Function (no side effect on the CPU
     workspace while compiling) and gives eager's output and gradients."""

@@ -171,6 +171,9 @@ def _member_blocks(members: int, fout: int, fin: int, itemsize: int) -> list[tup
 
 
 _WORKSPACE = threading.local()
+#: Larger weight blocks (one member of a layer wider than ~1448 × 1448 in float32) are allocated per
+#: call rather than kept alive for the thread's lifetime.
+_WORKSPACE_MAX_BYTES = 8 << 20
 
 
 def _workspace(slot: str, shape: tuple[int, ...], like: Tensor) -> Tensor:
@@ -181,16 +184,21 @@ def _workspace(slot: str, shape: tuple[int, ...], like: Tensor) -> Tensor:
     d = 128) is served by ``mmap`` and page-faults on first touch: measured at 1 thread, d = 128,
     K = 16, B = 128, that made the weight build ~10× slower than on warm memory and cost ~20 % of the
     layer's training step. So on CPU each thread keeps one growing buffer per ``slot`` (at most a
-    block of weights, ~``_BLOCK_BYTES``, per slot, dtype and thread; freed with the thread), allocated
+    block of weights, ~``_BLOCK_BYTES`` and never over ``_WORKSPACE_MAX_BYTES``, per slot, dtype and
+    thread; freed with the thread), allocated
     outside inference mode so that calls under ``torch.inference_mode`` and with autograd can share it.
     Callers must not return or save the buffer. Other devices allocate normally (CUDA's caching allocator
     already reuses memory, and a reused buffer would need stream ordering).
     """
-    if like.device.type != "cpu" or torch.compiler.is_compiling():  # a compiled graph plans its own memory
+    numel = math.prod(shape)
+    if (
+        like.device.type != "cpu"
+        or torch.compiler.is_compiling()  # a compiled graph plans its own memory
+        or numel * like.element_size() > _WORKSPACE_MAX_BYTES  # page faults are minor next to its GEMMs
+    ):
         return like.new_empty(shape)
     cache = _WORKSPACE.__dict__.setdefault("buffers", {})
     key = (slot, like.dtype)
-    numel = math.prod(shape)
     buf = cache.get(key)
     if buf is None or buf.numel() < numel:
         # never an inference tensor: one made under torch.inference_mode could not be written to
