@@ -403,9 +403,7 @@ def fit_table_real(tables: tuple[str, ...], seeds: tuple[int, ...], split_seed: 
                 f"**{ratios['own'][-1]:.2f}** | **{ratios['same'][-1]:.2f}** | {ratios['phase1'][-1]:.2f} |"
             )
 
-    def gmean(xs: list[float]) -> float:
-        return statistics.geometric_mean(xs)
-
+    gmean = statistics.geometric_mean
     return "\n".join(
         [
             "### `LoMETabRegressor.fit` vs official TabM at equal K, depth and width on real tables (early stopping)",
@@ -567,36 +565,37 @@ def main() -> None:
     )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    if args.fit_real:
-        out = args.out if args.out != RESULTS else RESULTS.with_name("lome_vs_tabm_real.md")
-        text = (
-            f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), CPU. Command: "
-            f"`.venv/bin/python benchmarks/bench_lome.py --fit-real{' --quick' if args.quick else ''}` "
-            f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).\n\n"
-            + (fit_table_real(("concrete",), (0,)) if args.quick else fit_table_real(REAL_TABLES, (0, 1, 2)))
-            + "\n"
-        )
-        print(text)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out, text)
-        return
     repeats = args.repeats or (5 if args.quick else 7)
-    if args.fit_regression:
-        out = args.out if args.out != RESULTS else RESULTS.with_name("lome_vs_tabm_regression.md")
-        text = (
-            f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), CPU; seed 0. Command: "
-            f"`.venv/bin/python benchmarks/bench_lome.py --fit-regression` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).\n\n"
-            + (
+    fit_only = {  # flag -> (default report name, section builder)
+        "fit_real": (
+            "lome_vs_tabm_real.md",
+            lambda: (
+                fit_table_real(("concrete",), (0,)) if args.quick else fit_table_real(REAL_TABLES, (0, 1, 2))
+            ),
+        ),
+        "fit_regression": (
+            "lome_vs_tabm_regression.md",
+            lambda: (
                 fit_table_regression(600, 2, 3)
                 if args.quick
                 else fit_table_regression(2000, 3, max(repeats, 5))
+            ),
+        ),
+    }
+    for flag, (name, section) in fit_only.items():
+        if getattr(args, flag):
+            out = args.out if args.out != RESULTS else RESULTS.with_name(name)
+            text = (
+                f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), CPU. Command: "
+                f"`.venv/bin/python benchmarks/bench_lome.py --{flag.replace('_', '-')}"
+                f"{' --quick' if args.quick else ''}` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).\n\n"
+                + section()
+                + "\n"
             )
-            + "\n"
-        )
-        print(text)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out, text)
-        return
+            print(text)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(out, text)
+            return
     if args.quick:
         shapes = [
             ("d=128, K=8, B=64", 128, 128, 8, 64, False),

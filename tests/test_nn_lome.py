@@ -347,13 +347,12 @@ def test_lome_materialized_workspace_made_in_inference_mode_still_trains(first):
     import ensemblize.nn.lome as lome_mod
 
     torch.manual_seed(5)
-    big = 37  # wider than any other test layer, so this test's first call allocates the buffers
-    layer = LoMELinear(big, big, 3, 2, 0.6, form="materialized").double()
-    x = torch.randn(4, 3, big, dtype=torch.double)
-    lome_mod._WORKSPACE.__dict__.pop("buffers", None)
+    layer = LoMELinear(9, 9, 3, 2, 0.6, form="materialized").double()
+    x = torch.randn(4, 3, 9, dtype=torch.double)
+    lome_mod._WORKSPACE.__dict__.pop("buffers", None)  # so this test's first call allocates the buffers
     with torch.inference_mode() if first == "inference_mode" else torch.no_grad():
         layer(x)
-    check_low_rank(layer, x, torch.randn(4, 3, big, dtype=torch.double))
+    check_low_rank(layer, x, torch.randn(4, 3, 9, dtype=torch.double))
     with torch.inference_mode():
         y = layer(x)
     torch.testing.assert_close(y, run_explicit(explicit_weights(layer), layer.bias, x, torch.ones_like(y))[0])
