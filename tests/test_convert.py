@@ -352,12 +352,26 @@ def _member_alone(ens, m, x):
     return e(x)[:, m]
 
 
+class _TokensIntoBatch(nn.Module):
+    """(B, T, 8) -> (B, 3), with a BatchNorm1d on the tokens folded into the rows (B·T, 8)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.bn = nn.BatchNorm1d(8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = self.bn(self.lin(x).reshape(-1, 8)).reshape(x.shape)
+        return self.head(h.mean(1))
+
+
 def test_a_norm_that_sees_tokens_on_axis_0_is_refused_not_silently_mixed():
-    """Sequence-first attention put T on axis 0 of every σNorm: members mixed (|Δ| 0.47), no error."""
+    """Tokens folded into the rows put B·T rows on a σNorm: members assigned per token, no error."""
     torch.manual_seed(0)
     x = torch.randn(5, 4, 8)  # T = 4 is a multiple of M = 2: the mix-up was silent
-    ens = ez.sigma_ensemble(_Encoder(batch_first=False), members=2, noise=2.0, seed=0).train()
-    with pytest.raises(ValueError, match=r"SigmaLayerNorm got input of shape \(4, 10, 8\).*10 rows \(B·M\)"):
+    ens = ez.sigma_ensemble(_TokensIntoBatch(), members=2, noise=2.0, seed=0).train()
+    with pytest.raises(ValueError, match=r"SigmaBatchNorm1d got input of shape \(40, 8\).*10 rows \(B·M\)"):
         ens(x)
     ens.check_rows = False  # the documented opt-out restores the old (here wrong) behaviour
     assert ens(x).shape == (5, 2, 3)
@@ -367,6 +381,41 @@ def test_a_norm_that_sees_tokens_on_axis_0_is_refused_not_silently_mixed():
         out = ens(x)
         for m in range(2):
             torch.testing.assert_close(out[:, m], _member_alone(ens, m, x), rtol=0, atol=1e-6)
+
+
+def test_a_sequence_first_transformer_layer_is_refused_at_conversion():
+    """A sequence-first encoder given (T, B, D) repeated the members along T, where attention mixed
+    them: no row check could see it (every norm got T·M rows). Transposing inside was caught only at
+    the first forward. Both are refused when converting, naming the layer; excluding its norms works."""
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=False)
+    seq_first = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    with pytest.raises(ValueError, match=r"layers\.0 is a sequence-first TransformerEncoderLayer .*norm1"):
+        ez.sigma_ensemble(seq_first, members=2)
+    with pytest.raises(ValueError, match=r"^enc is a sequence-first TransformerEncoderLayer"):
+        ez.sigma_ensemble(_Encoder(batch_first=False), members=2)
+    decoder = nn.TransformerDecoderLayer(8, 2, 16, batch_first=False)
+    with pytest.raises(ValueError, match=r"\(the model\) is a sequence-first TransformerDecoderLayer"):
+        ez.sigma_ensemble(decoder, members=2)
+    with pytest.raises(ValueError, match="batch_first"):
+        ez.sigma_ensemble(nn.Sequential(nn.LayerNorm(8), seq_first), members=2)
+    # the layer's norms kept plain (layers=): a norm outside it, on (B, T, D), converts and is exact
+    class PreNorm(_Encoder):
+        def __init__(self) -> None:
+            super().__init__(batch_first=False)
+            self.pre = nn.LayerNorm(8)
+
+        def forward(self, x):
+            return super().forward(self.pre(x))
+
+    torch.manual_seed(0)
+    net = PreNorm()
+    with torch.no_grad():
+        net.pre.weight.uniform_(0.5, 2.0)
+    x = torch.randn(5, 4, 8)
+    ens = ez.sigma_ensemble(net, members=2, noise=0.0, layers=["pre"])
+    assert ens.converted == ["pre"]
+    with torch.no_grad():
+        torch.testing.assert_close(ens(x), net(x).unsqueeze(1).expand(5, 2, 3), rtol=0, atol=1e-6)
 
 
 def test_the_transformer_fast_path_does_not_bypass_sigma_norm_in_eval():

@@ -102,7 +102,7 @@ def _check_input(layer: SigmaNorm, x: object) -> Tensor:
         raise ValueError(
             f"{name} got input of shape {tuple(x.shape)}, but inside its SigmaEnsemble it must see the batch "
             f"with the member axis folded in, {expected} rows (B·M), on axis 0; another leading axis (a "
-            "sequence-first nn.TransformerEncoderLayer with batch_first=False, tokens reshaped into the "
+            "sequence-first attention block (batch_first=False), tokens reshaped into the "
             "batch) would mix the members. Keep the batch on axis 0 at every norm (or set "
             "ensemble.check_rows = False if this row count keeps the member order)"
         )

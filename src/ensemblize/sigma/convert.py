@@ -348,10 +348,10 @@ class SigmaEnsemble(nn.Module):
     ``None`` (unknown) and ``layers`` is ``converted``).
 
     Row check: during ``forward`` every σNorm layer must see exactly ``B·M`` rows on axis 0 (the
-    batch with the member axis folded in, member order intact). Anything else — a sequence-first
-    ``nn.TransformerEncoderLayer`` (``batch_first=False``) putting tokens on axis 0, tokens or
-    patches reshaped into the batch — would silently mix members, so it raises a ValueError naming
-    the layer. ``check_rows = False`` switches the check off for a model that legitimately feeds a
+    batch with the member axis folded in, member order intact). Anything else — tokens or patches
+    reshaped into the batch — would silently mix members, so it raises a ValueError naming
+    the layer (a sequence-first transformer layer holding a σNorm is refused earlier, by
+    :func:`sigma_ensemble`). ``check_rows = False`` switches the check off for a model that legitimately feeds a
     norm another row count that keeps the member order (e.g. two views concatenated on axis 0).
     The check is per thread (one model may serve several threads) and skipped inside
     ``torch.compile``. Torch's transformer "fast path", which reads a norm's weights directly and
@@ -445,7 +445,9 @@ def sigma_ensemble(
             ``gate_init`` not real numbers.
         ValueError: ``members < 1``, ``noise`` negative or not finite, ``gate_init`` NaN, infinite or
             outside ``±GATE_INIT_BOUND``, ``seed < 0``, ``layers`` names a layer that is not a norm
-            layer of ``model``, or nothing is left to convert.
+            layer of ``model``, nothing is left to convert, or a sequence-first
+            ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` (``batch_first=False``)
+            would hold a σNorm (its attention would mix the members).
     """
     check_module(model, name="model")
     members, noise, gate_init = _check_conversion(members, noise, gate_init)
@@ -488,10 +490,37 @@ def sigma_ensemble(
         "gate_init": gate_init,
         "layers": None if layers is None else list(converted),
     }
+    _refuse_sequence_first_transformers(backbone)
     _no_transformer_fast_path(backbone)
     ens = SigmaEnsemble(backbone, members, converted, settings=settings)
     ens.training = model.training  # the wrapper's flag only: each layer keeps its own
     return ens
+
+
+def _refuse_sequence_first_transformers(backbone: nn.Module) -> None:
+    """ValueError for a sequence-first ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer``
+    (``batch_first=False``) holding a σNorm: it can never be a correct σN ensemble.
+
+    Such a layer takes ``(T, N, D)``. Either its σNorms see the batch·member rows on axis 1, not 0 (a
+    model that transposes to sequence-first inside: σNorm would give each *token* a member), or the
+    whole model is sequence-first and :class:`SigmaEnsemble` repeats the members along the token axis,
+    where the layer's attention mixes them (no row count reveals that: the norms see ``T·M`` rows).
+    """
+    for name, module in backbone.named_modules():
+        if not isinstance(module, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
+            continue
+        if module.self_attn.batch_first:
+            continue
+        norms = [n for n, m in module.named_modules() if isinstance(m, SigmaNorm)]
+        if norms:
+            where = name or "(the model)"
+            raise ValueError(
+                f"{where} is a sequence-first {type(module).__name__} (batch_first=False) and its norm "
+                f"layer(s) {norms} would become σNorm: σN-Ens needs every converted norm to see the batch "
+                "on axis 0, and attention over a sequence-first axis would mix the members. Build the "
+                "layer with batch_first=True (and give it (B, T, D)), or keep its norms plain with "
+                "sigma_ensemble(..., layers=...)"
+            )
 
 
 def _no_transformer_fast_path(backbone: nn.Module) -> None:
