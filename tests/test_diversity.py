@@ -4,6 +4,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ensemblize as ez
 from ensemblize.diversity import optimal_owners, sharing, softmax_temperature_loss, uniform_gate_loss
@@ -136,6 +138,29 @@ def test_sharing_reports_hard_and_soft_counts():
     assert s.histogram.tolist() == [0, 2, 0, 1, 0]
     torch.testing.assert_close(s.soft_owners, torch.sigmoid(layer.gate_logits).sum(0))
     assert s.binary_fraction == 1.0 and s.to_dict()["mean_owners"] == pytest.approx(5 / 3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    gate_init=st.floats(-9.9, 9.9, allow_nan=False),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
+)
+def test_a_noise_free_conversion_has_m_owners_at_threshold_sigma_of_its_gate_init(gate_init, dtype):
+    """The documented recipe: threshold=σ(γ₀) after noise=0 counts every member as an owner. In float32
+    the gates rounded just below the float64 σ(γ₀) (γ₀ = -2.5, -0.1: 0 owners instead of M)."""
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.LayerNorm(8)).to(dtype)
+    ens = ez.sigma_ensemble(net, members=4, noise=0.0, gate_init=gate_init)
+    (s,) = sharing(ens, threshold=1.0 / (1.0 + math.exp(-gate_init)))
+    assert s.owners.tolist() == [4] * 8
+
+
+def test_ownership_tolerance_is_a_few_units_of_round_off_not_more():
+    layer = SigmaBatchNorm1d(2, 1)
+    with torch.no_grad():
+        layer.gate_logits.fill_(0.0)  # gates exactly 1/2
+    eps = torch.finfo(torch.float32).eps
+    assert sharing(layer, threshold=0.5 * (1 + 3 * eps))[0].owners.tolist() == [1, 1]
+    assert sharing(layer, threshold=0.5 * (1 + 8 * eps))[0].owners.tolist() == [0, 0]
 
 
 def test_regulariser_reaches_the_layers_of_a_converted_model():

@@ -164,6 +164,14 @@ def test_errors_and_reset():
     assert "ECE(n_bins=15" in repr(M.ECE())
 
 
+@pytest.mark.parametrize("cls", [M.MutualInformation, M.Accuracy, M.Brier, M.Disagreement, M.Ambiguity, M.AURC])
+def test_a_metric_without_options_refuses_keywords(cls):
+    """MutualInformation(reduction="none") streamed per-sample vectors of different samples as a
+    mean (5 meaningless numbers for 10 samples); Accuracy(bogus=1) failed only at update."""
+    with pytest.raises(TypeError, match=rf"{cls.__name__}\(\) takes no options, got reduction='none'"):
+        cls(reduction="none")
+
+
 def test_every_public_name_is_exported_and_documented():
     names = """accuracy nll brier ece reliability member_average ood_auroc ood_aupr fpr_at_tpr
     max_probability negative_entropy negative_mutual_information negative_energy risk_coverage aurc

@@ -38,6 +38,15 @@ class Metric:
     """Base class: ``update(...)`` accumulates a batch, ``compute()`` returns the value, ``reset()`` clears."""
 
     def __init__(self, **kwargs: Any) -> None:
+        # subclasses with options validate them and pass them here; a class without an ``__init__``
+        # of its own takes none (an unknown keyword would otherwise surface at ``update``, and a
+        # functional-form option such as ``reduction="none"`` would be streamed as a mean)
+        if kwargs and type(self).__init__ is Metric.__init__:
+            got = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+            raise TypeError(
+                f"{type(self).__name__}() takes no options, got {got}; it streams the functional form's "
+                "default (a mean over samples) — call the function per batch for anything else"
+            )
         self._kwargs = kwargs
         self.reset()
 

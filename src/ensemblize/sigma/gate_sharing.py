@@ -1,7 +1,9 @@
 """How the members of a σN ensemble share each σNorm layer's features (gate statistics).
 
 Ownership rule: member ``m`` **owns** feature ``i`` when its gate ``σ(γ_{m,i}) ≥ threshold``
-(default ``½``, the midpoint between the regulariser's two vertices 0 and 1). A gate of exactly
+(default ``½``, the midpoint between the regulariser's two vertices 0 and 1), up to
+:data:`OWNER_TOLERANCE_ULPS` units of round-off of the gates' dtype below it (a float32 gate
+``σ(γ₀)`` can round one unit below the float64 ``σ(γ₀)`` a caller passes). A gate of exactly
 ``½`` counts as owning. Consequence: a conversion with ``noise=0`` and the default ``gate_init=0``
 starts every gate at exactly ``½``, so every member owns every feature (``M`` owners) — the
 identical members share everything, as they should. With ``gate_init=γ₀ < 0`` and no noise the
@@ -18,10 +20,13 @@ from torch import Tensor, nn
 from .._checks import check_open_unit
 from .layers import LayerSelection, sigma_layers
 
-__all__ = ["sharing", "LayerSharing", "DEFAULT_OWNER_THRESHOLD", "BINARY_MARGIN"]
+__all__ = ["sharing", "LayerSharing", "DEFAULT_OWNER_THRESHOLD", "OWNER_TOLERANCE_ULPS", "BINARY_MARGIN"]
 
 #: A member owns a feature when its gate is at least this (see the module docstring).
 DEFAULT_OWNER_THRESHOLD = 0.5
+#: A gate at most this many units of its dtype's round-off (``finfo.eps · threshold``) below the
+#: threshold still owns its feature.
+OWNER_TOLERANCE_ULPS = 4
 #: A gate within this distance of 0 or 1 counts as binary in ``LayerSharing.binary_fraction``.
 BINARY_MARGIN = 0.05
 
@@ -79,7 +84,8 @@ class LayerSharing:
 def sharing(
     model: nn.Module, *, threshold: float = DEFAULT_OWNER_THRESHOLD, layers: LayerSelection = None
 ) -> list[LayerSharing]:
-    """Per σNorm layer: how many members own each feature (gate ``≥ threshold``) and the soft count Σ_m gate.
+    """Per σNorm layer: how many members own each feature (gate ``≥ threshold``, up to
+    :data:`OWNER_TOLERANCE_ULPS` of round-off) and the soft count Σ_m gate.
 
     Args:
         model: a module with σNorm layers.
@@ -95,8 +101,10 @@ def sharing(
     threshold = check_open_unit(threshold, name="threshold")
     out = []
     for name, layer in sigma_layers(model, layers):
-        g = layer.gates().detach().float().cpu()  # (M, C)
-        owners = (g >= threshold).sum(dim=0)
+        native = layer.gates().detach().cpu()  # (M, C), in the layer's dtype
+        slack = OWNER_TOLERANCE_ULPS * torch.finfo(native.dtype).eps * threshold
+        owners = (native.double() >= threshold - slack).sum(dim=0)
+        g = native.float()
         out.append(
             LayerSharing(
                 name=name,
