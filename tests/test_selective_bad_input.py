@@ -224,3 +224,26 @@ def test_fit_of_a_selectivenet_without_its_loss_is_refused():
     with pytest.raises(ValueError, match=r"returns a SelectiveOutput.*loss_fn=SelectiveNetLoss"):
         fit(net, data, epochs=1, progress=False)
     fit(net, data, epochs=1, progress=False, loss_fn=SelectiveNetLoss(0.8))  # with its loss: trains
+
+
+def test_probabilities_given_as_logits_warn_in_every_selective_loss():
+    """A model ending in Softmax fed its probabilities to the losses, which softmaxed them again and
+    trained on flattened predictions, silently; logits do not warn."""
+    import warnings
+
+    torch.manual_seed(0)
+    y = torch.randint(0, 3, (6,))
+    probs = torch.randn(6, 4).softmax(-1)
+    with pytest.warns(UserWarning, match=r"DeepGamblersLoss: logits look like probabilities"):
+        DeepGamblersLoss(2.0)(probs, y)
+    p3 = torch.randn(6, 3).softmax(-1)
+    for loss in (SelectiveNetLoss(0.5), SyncLoss(0.5, 1.0)):
+        name = type(loss).__name__
+        with pytest.warns(UserWarning, match=rf"{name}: output.logits look like probabilities"):
+            loss(SelectiveOutput(p3, torch.rand(6), torch.randn(6, 3)), y)
+        with pytest.warns(UserWarning, match=rf"{name}: output.aux_logits look like probabilities"):
+            loss(SelectiveOutput(torch.randn(6, 3), torch.rand(6), p3), y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DeepGamblersLoss(2.0)(torch.randn(6, 4), y)
+        SyncLoss(0.5, 1.0)(SelectiveOutput(torch.randn(6, 2, 3), torch.rand(6, 2), torch.randn(6, 2, 3)), y)

@@ -12,6 +12,7 @@ the batch and the loss is the mean over members. ``M = 1`` reproduces the plain 
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 from torch import Tensor, nn
@@ -24,6 +25,7 @@ from .._checks import (
     check_int,
     check_labels,
     check_positive,
+    looks_like_probabilities,
 )
 from ..metrics._validate import probabilities as check_probabilities
 from ..metrics.confidence import _negative_entropy, _softmax_power, _softmax_response
@@ -57,6 +59,21 @@ def _check_outputs(f: Tensor, g: Tensor, h: Tensor) -> None:
     )
 
 
+def _warn_if_probabilities(loss: str, **tensors: Tensor) -> None:
+    """Warn when a tensor the loss reads as logits looks like a softmax's output (a final ``nn.Softmax``
+    in the model): the loss would softmax it again and train on flattened predictions. A warning, as
+    ``fit`` gives, not an error: a training step should not die on a coincidence."""
+    for name, t in tensors.items():
+        if looks_like_probabilities(t):
+            warnings.warn(
+                f"{loss}: {name} look like probabilities (entries in [0, 1], rows summing to 1), but they are "
+                "read as logits and softmax is applied again, which flattens every prediction. Return the "
+                "model's raw outputs (remove a final Softmax)",
+                UserWarning,
+                stacklevel=2,
+            )
+
+
 def _check_labels_for(labels: object, batch: int, num_classes: int) -> Tensor:
     if not isinstance(labels, Tensor):
         raise TypeError(f"labels must be a torch.Tensor of class indices, got {type(labels).__name__}")
@@ -75,7 +92,7 @@ def _member_ce(logits: Tensor, labels: Tensor) -> Tensor:
     return -logp.gather(-1, idx).squeeze(-1)
 
 
-def _unpack(output: object, labels: object) -> tuple[Tensor, Tensor, Tensor, Tensor, bool]:
+def _unpack(output: object, labels: object, *, loss: str) -> tuple[Tensor, Tensor, Tensor, Tensor, bool]:
     """Validate a SelectiveOutput + labels; return ``(f (B,M,C), g (B,M), h (B,M,C), y (B,), had_members)``."""
     if not isinstance(output, SelectiveOutput):
         raise TypeError(
@@ -95,6 +112,7 @@ def _unpack(output: object, labels: object) -> tuple[Tensor, Tensor, Tensor, Ten
         raise ValueError(f"output.logits need at least 2 classes, got shape {tuple(f.shape)}")
     labels = _check_labels_for(labels, f.shape[0], f.shape[-1])
     _check_outputs(f, g, h)
+    _warn_if_probabilities(loss, **{"output.logits": f, "output.aux_logits": h})
     members = f.dim() == 3
     if not members:
         f, g, h = f.unsqueeze(1), g.unsqueeze(1), h.unsqueeze(1)
@@ -177,7 +195,7 @@ class SelectiveNetLoss(nn.Module):
 
     def forward(self, output: SelectiveOutput, labels: Tensor) -> Tensor:
         """``(SelectiveOutput, labels (B,)) -> scalar``; members are averaged."""
-        f, g, h, y, _ = _unpack(output, labels)
+        f, g, h, y, _ = _unpack(output, labels, loss=type(self).__name__)
         return self._finish(self._selectivenet_terms(f, g, h, y))
 
 
@@ -262,7 +280,7 @@ class SyncLoss(SelectiveNetLoss):
 
     def forward(self, output: SelectiveOutput, labels: Tensor, *, prior: Tensor | None = None) -> Tensor:
         """``(SelectiveOutput, labels (B,)[, prior]) -> scalar``; members are averaged."""
-        f, g, h, y, had_members = _unpack(output, labels)
+        f, g, h, y, had_members = _unpack(output, labels, loss=type(self).__name__)
         terms = self._selectivenet_terms(f, g, h, y)
         if prior is not None:
             target = self.score_fn(self._prior_probs(prior, f, had_members))  # (B, M) or (B, 1)
@@ -363,6 +381,7 @@ class DeepGamblersLoss(nn.Module):
             raise ValueError(
                 f"logits contain {int((~torch.isfinite(logits)).sum())} non-finite value(s) (NaN or inf)"
             )
+        _warn_if_probabilities(type(self).__name__, logits=logits)
         e = self.epoch if epoch is None else self._check_epoch(epoch)
         z = logits if logits.dim() == 3 else logits.unsqueeze(1)  # (B, M, K+1)
         warm = e < self.warmup_epochs
