@@ -393,6 +393,36 @@ def test_datetime_and_timedelta_columns_become_seconds():
         np.testing.assert_array_equal(pre.transform(aware), out)  # naive times were read as UTC
 
 
+def test_time_columns_refuse_numbers_and_ambiguous_date_strings_at_predict():
+    """Epoch seconds given to a datetime column were read as nanoseconds (2000-01-01 became 1970-01-01
+    00:00:00.9), and "01/07/2001" became 7 January: both silently moved every prediction."""
+    n = 60
+    rng = np.random.default_rng(0)
+    when = pd.Timestamp("2001-01-01") + pd.to_timedelta(rng.integers(0, 10**7, n), unit="s")
+    X = pd.DataFrame({"when": when, "took": pd.to_timedelta(rng.integers(0, 500, n), unit="min")})
+    pre = TabularPreprocessor(task="regression", noise=0.0).fit(X, rng.normal(size=n))
+    out = pre.transform(X)
+    seconds = (X["when"] - pd.Timestamp("1970-01-01")).dt.total_seconds()
+    for numbers in (seconds, seconds.astype("int64"), X["when"].astype("int64"), seconds.astype(object)):
+        with pytest.raises(ValueError, match=r"column 'when' was fitted as a datetime but holds numbers"):
+            pre.transform(X.assign(when=numbers))
+    with pytest.raises(
+        ValueError, match=r"column 'took' was fitted as a timedelta but holds numbers.*unit='s'"
+    ):
+        pre.transform(X.assign(took=X["took"].dt.total_seconds()))
+    day_first = X["when"].dt.strftime("%d/%m/%Y %H:%M:%S")
+    with pytest.raises(ValueError, match=r"'when' was fitted as a datetime but holds '\d\d/.*ISO 8601"):
+        pre.transform(X.assign(when=day_first))
+    for iso in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y/%m/%d %H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"):
+        np.testing.assert_array_equal(
+            pre.transform(X.assign(when=X["when"].dt.strftime(iso))), out, err_msg=iso
+        )
+    as_parsed = X.assign(
+        when=pd.to_datetime(seconds, unit="s"), took=pd.to_timedelta(X["took"].dt.total_seconds(), unit="s")
+    )
+    np.testing.assert_array_equal(pre.transform(as_parsed), out)  # what the message advises
+
+
 def test_object_columns_of_dates_are_time_columns_but_date_strings_are_not():
     import datetime as dt
 

@@ -11,8 +11,13 @@ Numeric kinds (:data:`NUMERIC_KINDS`) give float64 values, NaN for missing:
   objects parsed as numbers
   (a value that does not parse is a ValueError naming the column and the value);
 * ``"datetime"`` — seconds since 1970-01-01 (time-zone aware values are converted to UTC first;
-  strings are parsed with :func:`pandas.to_datetime`);
+  strings must be ISO 8601, year first — ``"2001-07-01"``, ``"2001-07-01T10:00Z"`` — since
+  ``"01/07/2001"`` is 1 July or 7 January depending on the writer);
 * ``"timedelta"`` — seconds (strings parsed with :func:`pandas.to_timedelta`).
+
+A time column is never given as bare numbers: a number's unit (seconds, milliseconds, nanoseconds
+since 1970) is not in the data, and reading it as pandas does (nanoseconds) would silently move every
+value, so numbers there are a ValueError naming the column.
 
 Categorical kinds (:data:`CATEGORY_KINDS`) give one canonical string per value, ``None`` for missing:
 
@@ -252,12 +257,37 @@ def _unparsed(col: pd.Series, parsed: pd.Series, what: str) -> ValueError | None
     return None
 
 
+def _refuse_numbers(col: pd.Series, what: str, give: str) -> None:
+    """ValueError when a time column holds numbers (or bools): their unit is not in the data."""
+    values = col.to_numpy(dtype=object)
+    numeric = np.fromiter(
+        (isinstance(v, (Real, np.number, np.bool_)) and not pd.isna(v) for v in values),
+        dtype=bool,
+        count=len(values),
+    )
+    if numeric.any():
+        example = values[np.flatnonzero(numeric)[0]]
+        raise ValueError(
+            f"column {str(col.name)!r} was fitted as {what} but holds numbers (dtype {col.dtype}, e.g. "
+            f"{example!r}; {int(numeric.sum())} value(s)): a number's unit is not in the data and would be "
+            f"read as nanoseconds. Give {give}"
+        )
+
+
 def _seconds_since_epoch(col: pd.Series) -> pd.Series:
     if not pd.api.types.is_datetime64_any_dtype(col.dtype):
-        parsed = pd.to_datetime(col.astype(object), errors="coerce", utc=True)
+        _refuse_numbers(
+            col,
+            "a datetime",
+            "datetimes (pd.to_datetime(values, unit='s') for seconds since 1970) or ISO 8601 strings",
+        )
+        parsed = pd.to_datetime(col.astype(object), errors="coerce", utc=True, format="ISO8601")
         err = _unparsed(col, parsed, "a datetime")
         if err is not None:
-            raise err
+            raise ValueError(
+                f"{err}; date strings are read only in ISO 8601, year first ('2001-07-01', "
+                "'2001-07-01 10:00'): parse other formats with pd.to_datetime(..., format=...) first"
+            ) from None
         col = parsed
     if getattr(col.dt, "tz", None) is not None:
         col = col.dt.tz_convert("UTC").dt.tz_localize(None)
@@ -272,6 +302,9 @@ def numeric_values(col: pd.Series, kind: str) -> np.ndarray:
     elif kind == "timedelta":
         values = col
         if not pd.api.types.is_timedelta64_dtype(col.dtype):
+            _refuse_numbers(
+                col, "a timedelta", "timedeltas (pd.to_timedelta(values, unit='s') for seconds) or strings"
+            )
             values = pd.to_timedelta(col.astype(object), errors="coerce")
             err = _unparsed(col, values, "a timedelta")
             if err is not None:
