@@ -442,3 +442,8 @@ def test_tune_csv_checks_out_and_storage_before_tuning_and_keeps_class_codes_as_
     assert model.classes_.tolist() == ["01", "10"]
     page = (tmp_path / "ok" / "report.html").read_text()
     assert "notes.md" not in page and "stray table" not in page  # the report shows the tuning's files only
+    # one number written two ways ("1" and "1.0") is one class: kept as written it became two
+    spelled = np.where(y == 1, np.where(np.arange(len(y)) % 2 == 0, "1", "1.0"), "2")
+    frame.assign(code=spelled).to_csv(csv, index=False)
+    tune_csv(csv, out=tmp_path / "two", **kw)
+    assert LoMETabClassifier.load(tmp_path / "two" / "model").classes_.tolist() == [1.0, 2.0]

@@ -1050,8 +1050,12 @@ def tune_csv(
         echo(_task_rule(y, task))
     if task == "classification" and pd.api.types.is_numeric_dtype(y.dtype):
         # class codes as written: "01" / "02" parsed as numbers became the labels 1 / 2
+        # only when each number is written one way: "1" and "1.0" are one class, not two
         written = pd.read_csv(path, usecols=[target], dtype=str)[target]
-        if len(written) == len(y) and (written.to_numpy() != y.astype(str).to_numpy()).any():
+        one_to_one = len(written) == len(y) and bool(
+            (pd.DataFrame({"n": y.to_numpy(), "w": written.to_numpy()}).groupby("n")["w"].nunique() == 1).all()
+        )
+        if one_to_one and (written.to_numpy() != y.astype(str).to_numpy()).any():
             y = written.rename(target)
             if echo is not None:
                 echo(f"target {target!r}: class labels kept as written (e.g. {y.iloc[0]!r}), not as numbers")
