@@ -20,6 +20,7 @@ from ensemblize.data.table_preprocessing import (
     IntegerCategoryWarning,
     TabularPreprocessor,
     UnknownCategoryWarning,
+    UnseenMissingValueWarning,
 )
 from ensemblize.tabular import LoMETabClassifier, LoMETabRegressor
 from ensemblize.tabular.tuning import _parse_date_columns
@@ -91,7 +92,9 @@ def test_unseen_categories_at_predict_warn_with_the_column_count_and_an_example(
         warnings.simplefilter("error")
         est.predict_proba(X)  # every category known: silent
     new = X.iloc[[0, 0, 0, 0]].assign(s=["u", "z", "z", "q"])
-    with pytest.warns(UnknownCategoryWarning, match=r"'s': 3 row\(s\), e\.g\. 'z'") as record:
+    with pytest.warns(
+        UnknownCategoryWarning, match=r"^3 of 4 row\(s\) to predict .*'s': 3 row\(s\), e\.g\. 'z'"
+    ) as record:
         proba = est.predict_proba(new)
     assert Path(record[0].filename) == Path(__file__)
     # an unseen value is no known category: any two unseen values give the same row
@@ -101,6 +104,22 @@ def test_unseen_categories_at_predict_warn_with_the_column_count_and_an_example(
         UnknownCategoryWarning, match=r"'s': 1 row\(s\), e\.g\. a missing value \(none in training\)"
     ):
         est.predict_proba(X.iloc[[0]].assign(s=[None]))
+
+
+def test_missing_values_never_seen_in_a_numeric_column_warn_and_are_filled_with_the_median():
+    """A numeric NaN at predict in a column without NaN in training was filled silently (no indicator)."""
+    X, y = _frame()
+    est = LoMETabClassifier(**TINY, random_state=0).fit(X, y)
+    numeric = est.preprocessor_.numeric_[0]
+    holes = X.iloc[:5].copy()
+    holes.loc[holes.index[[1, 3]], numeric] = np.nan
+    with pytest.warns(
+        UnseenMissingValueWarning, match=rf"'{numeric}': 2 row\(s\)\); each is filled with the training median"
+    ) as record:
+        proba = est.predict_proba(holes)
+    assert Path(record[0].filename) == Path(__file__)
+    median = X.iloc[:5].assign(**{numeric: est.preprocessor_.fill_values_[numeric]})
+    np.testing.assert_array_equal(proba[[1, 3]], est.predict_proba(median)[[1, 3]])
 
 
 def test_a_bool_column_read_back_from_yes_and_no():

@@ -30,7 +30,8 @@ missing values) into a float32 matrix ``(N, n_numeric_ + Σ cat_cardinalities_)`
    :class:`IdentifierColumnWarning` naming it (from 20 training rows on); a text column of ISO 8601
    dates gives a :class:`DateStringWarning` (it is read as categories unless parsed first). At
    predict time (``transform(..., warn_unknown=True)``) categories never seen in training give an
-   :class:`UnknownCategoryWarning` naming the columns. An ``object`` column of integers is read as
+   :class:`UnknownCategoryWarning` naming the columns, and a missing value in a numeric column that
+   had none in training (filled with the median, no indicator) an :class:`UnseenMissingValueWarning`. An ``object`` column of integers is read as
    integer codes (categories); with more than 20 of them it gives an :class:`IntegerCategoryWarning`.
 7. **Targets**: regression targets are standardised with the training mean and (population) std
    (a target whose standardisation overflows float64 is a ValueError); classification labels become
@@ -71,6 +72,7 @@ __all__ = [
     "MISSING_CATEGORY",
     "IdentifierColumnWarning",
     "UnknownCategoryWarning",
+    "UnseenMissingValueWarning",
     "DateStringWarning",
     "IntegerCategoryWarning",
     "TabularPreprocessor",
@@ -106,6 +108,11 @@ class IntegerCategoryWarning(UserWarning):
 
 class UnknownCategoryWarning(UserWarning):
     """Rows to predict hold a categorical value never seen in training: its one-hot block is all zero."""
+
+
+class UnseenMissingValueWarning(UserWarning):
+    """Rows to predict hold a missing value in a numeric column that had none in training: it is filled
+    with the training median, and the model has no missing indicator for that column."""
 
 
 def quantile_normal_transform(X: np.ndarray, quantiles: np.ndarray, references: np.ndarray) -> np.ndarray:
@@ -456,7 +463,9 @@ class TabularPreprocessor:
                 f"fitted on {self.columns_}"
             )
 
-    def _one_hot(self, X: pd.DataFrame, c: str, unknown: dict[str, tuple[int, object]]) -> np.ndarray:
+    def _one_hot(
+        self, X: pd.DataFrame, c: str, unknown: dict[str, tuple[int, object, np.ndarray]]
+    ) -> np.ndarray:
         values, missing = category_values(X[c], self.category_kinds_[c])
         if missing.any():
             if not self.impute:
@@ -469,7 +478,7 @@ class TabularPreprocessor:
         block[np.flatnonzero(seen), codes[seen]] = 1.0
         if not seen.all():
             first = X[c].to_numpy(dtype=object)[np.flatnonzero(~seen)[0]]
-            unknown[c] = (int((~seen).sum()), _MISSING_UNSEEN if pd.isna(first) else first)
+            unknown[c] = (int((~seen).sum()), _MISSING_UNSEEN if pd.isna(first) else first, ~seen)
         return block
 
     def transform(self, X: pd.DataFrame | np.ndarray, *, warn_unknown: bool = False) -> np.ndarray:
@@ -477,7 +486,9 @@ class TabularPreprocessor:
 
         A categorical value not seen in training gets an all-zero one-hot block ("no known
         category"); ``warn_unknown=True`` (the estimators' ``predict``) says so in one
-        :class:`UnknownCategoryWarning` naming each such column, its row count and an example value.
+        :class:`UnknownCategoryWarning` naming each such column, its row count and an example value,
+        and names the numeric columns with missing values that had none in training (filled with the
+        training median, without a missing indicator) in one :class:`UnseenMissingValueWarning`.
         """
         self._check_fitted()
         X = as_table_frame(X)
@@ -489,24 +500,41 @@ class TabularPreprocessor:
             parts.append(
                 quantile_normal_transform(self._numeric_matrix(X), self.quantiles_, self.references_)
             )
-        unknown: dict[str, tuple[int, object]] = {}
+        unknown: dict[str, tuple[int, object, np.ndarray]] = {}
         parts.extend(self._one_hot(X, c, unknown) for c in self.categorical_)
         if unknown and warn_unknown:
             listed = "; ".join(
                 f"{c!r}: {n} row(s), e.g. {v if v is _MISSING_UNSEEN else repr(v)}"
-                for c, (n, v) in unknown.items()
+                for c, (n, v, _) in unknown.items()
             )
+            rows = int(np.logical_or.reduce([mask for _, _, mask in unknown.values()]).sum())
             warnings.warn(
-                f"{len(X)} row(s) to predict hold categories never seen in training ({listed}); each is "
-                "read as no known category (an all-zero one-hot block)",
+                f"{rows} of {len(X)} row(s) to predict hold categories never seen in training ({listed}); "
+                "each is read as no known category (an all-zero one-hot block)",
                 UnknownCategoryWarning,
                 stacklevel=user_stacklevel(),
             )
+        if warn_unknown and self.numeric_:
+            self._warn_unseen_missing(X)
         for c in self.indicators_:
             parts.append(np.isnan(self._numeric_column(X, c, self.numeric_kinds_[c]))[:, None])
         if not parts:
             return np.zeros((len(X), 0), dtype=np.float32)
         return np.concatenate([np.asarray(p, dtype=np.float32) for p in parts], axis=1)
+
+    def _warn_unseen_missing(self, X: pd.DataFrame) -> None:
+        """One :class:`UnseenMissingValueWarning` naming the numeric columns without a missing indicator
+        (no NaN in training) that have missing values in ``X``."""
+        counts = {c: int(n) for c in self.numeric_ if c not in self.indicators_ and (n := X[c].isna().sum())}
+        if counts:
+            listed = ", ".join(f"{c!r}: {n} row(s)" for c, n in counts.items())
+            warnings.warn(
+                f"missing values in numeric column(s) that had none in training ({listed}); each is filled "
+                "with the training median, and the model has no missing indicator for these columns "
+                "(fit on rows with missing values there to give it one)",
+                UnseenMissingValueWarning,
+                stacklevel=user_stacklevel(),
+            )
 
     def _check_time_zones(self, X: pd.DataFrame) -> None:
         """Warn when a datetime column's time-zone awareness differs from the training rows'."""

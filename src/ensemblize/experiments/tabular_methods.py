@@ -271,10 +271,11 @@ def _estimator_metrics(est, splits, task: str) -> tuple[dict[str, float], int]:
     """Test and validation scores (and test diversity) of a fitted estimator; its member count."""
     import warnings
 
-    from ensemblize.data.table_preprocessing import UnknownCategoryWarning
+    from ensemblize.data.table_preprocessing import UnknownCategoryWarning, UnseenMissingValueWarning
 
-    with warnings.catch_warnings():  # test / validation rows of real tables hold unseen categories: expected
+    with warnings.catch_warnings():  # test / validation rows of real tables hold unseen values: expected
         warnings.simplefilter("ignore", UnknownCategoryWarning)
+        warnings.simplefilter("ignore", UnseenMissingValueWarning)
         return _scored_parts(est, splits, task)
 
 
