@@ -470,6 +470,8 @@ def test_bad_input_errors_name_the_value():
         LoMETabClassifier(**{**TINY, "dropout": 1.0}).fit(X, y)
     with pytest.raises(ValueError, match="150 entries but X has 120 rows"):
         LoMETabClassifier(**TINY).fit(X, np.zeros(150))
+    with pytest.raises(ValueError, match="eval_set y has 2 entries but eval_set X has 3 rows"):
+        LoMETabClassifier(**TINY).fit(X, y, eval_set=(X.head(3), y[:2]))
     with pytest.raises(ValueError, match="label 'maybe'"):
         LoMETabClassifier(**TINY).fit(X, y, eval_set=(X.head(3), ["yes", "no", "maybe"]))
     with pytest.raises(ValueError, match="Unknown label type"):

@@ -37,6 +37,12 @@ def test_a_complex_column_is_an_error_naming_it():
     X, y = _frame()
     with pytest.raises(ValueError, match="column 'p' has complex dtype"):
         LoMETabClassifier(**TINY).fit(X.assign(p=np.ones(len(X)) * 1j), y)
+    # at predict too: its imaginary part was dropped with only numpy's ComplexWarning
+    est = LoMETabClassifier(**TINY, random_state=0).fit(X, y)
+    numeric = est.preprocessor_.numeric_[0]
+    for values in (X[numeric] + 5j, (X[numeric] + 5j).astype(object)):
+        with pytest.raises(ValueError, match=rf"column '{numeric}' has complex values"):
+            est.predict_proba(X.assign(**{numeric: values}))
 
 
 def test_integer_column_names_are_matched_by_name_at_predict_and_in_eval_set():

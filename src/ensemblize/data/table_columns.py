@@ -319,4 +319,8 @@ def numeric_values(col: pd.Series, kind: str) -> np.ndarray:
         err = _unparsed(col, values, "a number")
         if err is not None:
             raise err
+    if pd.api.types.is_complex_dtype(values.dtype):  # as at fit: never drop the imaginary part
+        raise ValueError(
+            f"column {str(col.name)!r} has complex values (dtype {values.dtype}); complex data is not supported"
+        )
     return values.to_numpy(dtype=np.float64, na_value=np.nan)

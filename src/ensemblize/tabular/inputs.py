@@ -86,7 +86,7 @@ def _check_one_label_type(arr: np.ndarray, *, name: str) -> None:
         )
 
 
-def as_target(y: Any, *, name: str, n: int) -> np.ndarray:
+def as_target(y: Any, *, name: str, n: int, x_name: str = "X") -> np.ndarray:
     """``y`` as a 1-D array of ``n`` labels / values; ``(n, 1)`` is flattened with a DataConversionWarning."""
     from sklearn.exceptions import DataConversionWarning
 
@@ -121,7 +121,7 @@ def as_target(y: Any, *, name: str, n: int) -> np.ndarray:
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D (n_samples,), got shape {arr.shape}")
     if len(arr) != n:
-        raise ValueError(f"{name} has {len(arr)} entries but X has {n} rows")
+        raise ValueError(f"{name} has {len(arr)} entries but {x_name} has {n} rows")
     if arr.dtype == object and len(arr):
         inferred = pd.Series(arr).infer_objects()  # numbers held in an object array -> their dtype
         if pd.api.types.is_numeric_dtype(inferred.dtype) and not pd.api.types.is_bool_dtype(inferred.dtype):
