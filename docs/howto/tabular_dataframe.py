@@ -18,7 +18,8 @@ What the estimators tell you about a table rather than guess silently (warnings 
 class, from ``ensemblize.data.tabular``): a column unique on every row (``IdentifierColumnWarning``),
 a text column of ISO dates read as categories — parse it with ``pd.to_datetime`` to use it as a time
 (``DateStringWarning``), an object column of many integers read as codes
-(``IntegerCategoryWarning``), and, at predict time, categories never seen in training
+(``IntegerCategoryWarning``), a text column of decimal numbers read as categories
+(``NumericTextWarning``), and, at predict time, categories never seen in training
 (``UnknownCategoryWarning``: each is read as no known category) and missing values in a numeric
 column that had none in training (``UnseenMissingValueWarning``: filled with the training median).
 """

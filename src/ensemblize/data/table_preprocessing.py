@@ -33,6 +33,9 @@ missing values) into a float32 matrix ``(N, n_numeric_ + Σ cat_cardinalities_)`
    :class:`UnknownCategoryWarning` naming the columns, and a missing value in a numeric column that
    had none in training (filled with the median, no indicator) an :class:`UnseenMissingValueWarning`. An ``object`` column of integers is read as
    integer codes (categories); with more than 20 of them it gives an :class:`IntegerCategoryWarning`.
+   A text column with more than 20 levels, at least 90 % of whose values parse as numbers and not
+   all as integers (decimals written as text, perhaps with a marker such as ``"."`` for missing),
+   gives a :class:`NumericTextWarning`: it is read as categories, as every string is.
 7. **Targets**: regression targets are standardised with the training mean and (population) std
    (a target whose standardisation overflows float64 is a ValueError); classification labels become
    ``0..C-1`` in sorted order.
@@ -75,6 +78,7 @@ __all__ = [
     "UnseenMissingValueWarning",
     "DateStringWarning",
     "IntegerCategoryWarning",
+    "NumericTextWarning",
     "TabularPreprocessor",
     "PreparedTable",
     "prepare",
@@ -104,6 +108,10 @@ class DateStringWarning(UserWarning):
 
 class IntegerCategoryWarning(UserWarning):
     """An ``object`` column of integers with many distinct values is read as categories (integer codes)."""
+
+
+class NumericTextWarning(UserWarning):
+    """A text column whose values are mostly decimal numbers (``"6.745"``) is read as categories."""
 
 
 class UnknownCategoryWarning(UserWarning):
@@ -271,6 +279,7 @@ class TabularPreprocessor:
         self._warn_identifiers(X, numeric, cats)
         self._warn_date_strings(X, cats)
         self._warn_integer_objects(X, cats)
+        self._warn_numeric_text(X, cats)
         self.n_train_ = len(X)
         self._fit_quantiles(X)
         self._fit_target(y, n=len(X))
@@ -367,6 +376,34 @@ class TabularPreprocessor:
                 "if they are quantities, not codes, give them a numeric dtype first: "
                 "X[col] = pd.to_numeric(X[col])",
                 IntegerCategoryWarning,
+                stacklevel=user_stacklevel(),
+            )
+
+    def _warn_numeric_text(self, X: pd.DataFrame, cats: list[str]) -> None:
+        """Warn about text columns of many levels whose values are mostly non-integer numbers."""
+        found: dict[str, tuple[int, float, str]] = {}
+        for c in cats:
+            levels = len(self.categories_.get(c, ()))
+            if levels <= _MANY_INTEGER_LEVELS or pd.api.types.infer_dtype(X[c], skipna=True) != "string":
+                continue
+            text = X[c].dropna()
+            parsed = pd.to_numeric(text.astype(object), errors="coerce")
+            share = float(parsed.notna().mean()) if len(text) else 0.0
+            values = parsed.dropna().to_numpy(dtype=np.float64)
+            if share >= 0.9 and not np.all(np.isfinite(values) & (values == np.round(values))):
+                found[c] = (levels, share, str(text[parsed.notna()].iloc[0]))
+        if found:
+            listed = ", ".join(
+                f"{c!r}: {n} levels, {share:.0%} numbers, e.g. {ex!r}"
+                for c, (n, share, ex) in list(found.items())[:5]
+            )
+            if len(found) > 5:
+                listed += f", and {len(found) - 5} more: {list(found)[5:]}"
+            warnings.warn(
+                f"text column(s) of numbers are read as categories, one per distinct value ({listed}); "
+                "to use them as numbers convert them first: X[col] = pd.to_numeric(X[col], errors='coerce') "
+                "(text that is not a number, e.g. a '.' for missing, becomes a missing value)",
+                NumericTextWarning,
                 stacklevel=user_stacklevel(),
             )
 
