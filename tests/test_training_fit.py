@@ -690,3 +690,21 @@ def test_predict_in_float64_casts_the_logits_before_the_softmax_and_names_a_bad_
     assert reg.dtype == torch.float64 and reg.shape == (len(x), 3)
     with pytest.raises(TypeError, match="dtype must be a floating torch dtype"):
         predict(model, x, dtype=torch.int64)
+
+
+def test_fit_keeps_a_layer_the_caller_froze_in_eval_mode_frozen():
+    """fit put every layer in train mode each epoch: a BatchNorm frozen for a fine-tune (eval mode,
+    no gradients) had its running mean moved by up to 1.85. A model wholly in eval mode still trains."""
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 4) * 3 + 2, torch.randint(0, 3, (64,))
+    net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.BatchNorm1d(8), nn.Linear(8, 3))
+    frozen, live = net[1], net[3]
+    frozen.eval().requires_grad_(False)
+    before = frozen.running_mean.clone(), frozen.running_var.clone()
+    fit(net, (x, y), (x[:16], y[:16]), epochs=2, batch_size=16, progress=False)
+    assert not frozen.training and live.training and net.training
+    assert torch.equal(frozen.running_mean, before[0]) and torch.equal(frozen.running_var, before[1])
+    assert live.num_batches_tracked.item() == 8  # 4 steps an epoch
+    whole = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 3)).eval()
+    fit(whole, (x, y), epochs=1, batch_size=16, progress=False)
+    assert whole[1].num_batches_tracked.item() == 4

@@ -218,6 +218,11 @@ def fit(
     ``False`` is silent. ``device``: ``None`` keeps the model where it is. Under ``torchrun`` (or an
     initialised process group) the model is wrapped in DistributedDataParallel and only rank 0
     writes files or progress; see :mod:`ensemblize.training.distributed`.
+
+    Modes: every epoch puts the model in train mode, except the submodules that were in eval mode
+    inside a model in train mode when ``fit`` was called (a BatchNorm frozen for a fine-tune): they
+    stay in eval mode, their running statistics untouched. A model passed wholly in eval mode
+    (``model.eval()``) is trained as usual.
     """
     check_module(model, name="model")
     opts = check_options(locals())
@@ -430,6 +435,8 @@ def _train_epoch(run: Run, st: R.LoopState, o: dict) -> tuple[float, float | Non
     """One pass over the training data; returns (mean task loss, mean regulariser or None, last lr)."""
     epoch = st.epoch
     run.module.train()
+    for layer in run.eval_kept:  # layers the caller froze in eval mode stay frozen
+        layer.eval()
     sums = torch.zeros(3, dtype=torch.float64, device=run.device)  # task × rows, regulariser × rows, rows
     lr_now = o["lr"]
     for s, batch in enumerate(_epoch_batches(run, epoch, o)):

@@ -66,6 +66,7 @@ class Run:
     ema: Any = None  # a WeightAverage with fit(ema_decay=...)
     shard_rows: int = 0
     steps: int = 0
+    eval_kept: tuple[nn.Module, ...] = ()  # submodules the caller left in eval mode (a frozen BatchNorm)
 
 
 def _probe(module: nn.Module, source: Source, device: torch.device) -> tuple[Any, Tensor | None]:
@@ -339,4 +340,7 @@ def make_run(o: dict, module: nn.Module, train: Source, val: Source | None, devi
         member_order=info["members"] if o["per_member_batches"] else None, monitor=monitor,
         patience=o["early_stopping_patience"], config=config, device=device, ctx=ctx, callbacks=o["callbacks"],
         val_metrics=o["val_metrics"],
+        # a model in train mode with some layers in eval mode: the caller froze them (e.g. BatchNorm
+        # statistics for a fine-tune); a model wholly in eval mode is simply trained
+        eval_kept=tuple(m for m in module.modules() if not m.training) if module.training else (),
     )  # fmt: skip
