@@ -658,7 +658,7 @@ class _NaNOnce(torch.nn.Module):
         z = self.lin(x)
         if not self.training:
             self.evals += 1
-            if self.evals == 2:  # call 1 is fit's probe, call 2 the first epoch's validation
+            if self.evals == 3:  # calls 1-2 are fit's probes (training, validation data), 3 the first validation
                 z = z * float("nan")
         return z.squeeze(-1)
 
@@ -708,3 +708,18 @@ def test_fit_keeps_a_layer_the_caller_froze_in_eval_mode_frozen():
     whole = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 3)).eval()
     fit(whole, (x, y), epochs=1, batch_size=16, progress=False)
     assert whole[1].num_batches_tracked.item() == 4
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_validation_data_the_model_cannot_take_fails_before_training(task):
+    """Validation rows of another width ran a whole epoch (changing the weights), then a raw torch error."""
+    torch.manual_seed(0)
+    x = torch.randn(32, 4)
+    y = (x[:, 0] > 0).long() if task == "classification" else x[:, 0].clone()
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2 if task == "classification" else 1))
+    w0 = net[0].weight.detach().clone()
+    with pytest.raises(
+        ValueError, match=r"the model fails on the val data \(checked before training\): mat1 and mat2"
+    ):
+        fit(net, (x, y), (torch.randn(8, 5), y[:8]), epochs=3, batch_size=16, task=task, progress=False)
+    assert torch.equal(net[0].weight, w0)

@@ -82,6 +82,17 @@ def _probe(module: nn.Module, source: Source, device: torch.device) -> tuple[Any
     return out, y
 
 
+def _probe_val(module: nn.Module, source: Source, device: torch.device) -> tuple[Any, Tensor | None]:
+    """:func:`_probe` on the validation data, a model error there named as such."""
+    try:
+        return _probe(module, source, device)
+    except RuntimeError as exc:  # torch's shape / dtype errors
+        raise ValueError(
+            f"the model fails on the {source.name} data (checked before training): {exc}. Give validation "
+            "data of the training data's form"
+        ) from exc
+
+
 def _check_classes(source: Source, num_classes: int) -> int | None:
     """Check all labels of tensor data now; return ``num_classes`` when they must be checked per batch."""
     targets = source.all_targets() if source.checked_upfront else None
@@ -128,6 +139,8 @@ def _task_setup(o: dict, module: nn.Module, train: Source, val: Source | None, d
     """Probe the model; resolve the loss, label checks, the member count and whether validation classifies."""
     task, loss_fn = o["task"], o["loss_fn"]
     out, y = _probe(module, train, device)
+    # validation data the model cannot take (another width, say) fails now, not after an epoch of training
+    val_probe = _probe_val(module, val, device) if val is not None else None
     from ..selective.net import SelectiveOutput
 
     if loss_fn is None and isinstance(out, SelectiveOutput):
@@ -149,8 +162,8 @@ def _task_setup(o: dict, module: nn.Module, train: Source, val: Source | None, d
             vnum = _check_classes(val, c)
             num_classes = num_classes if num_classes is not None else vnum
             classify_val = True
-    elif task == "classification" and val is not None:
-        vout, vy = _probe(module, val, device)
+    elif task == "classification" and val_probe is not None:
+        vout, vy = val_probe
         c = _member_count(vout, task) and int(class_members(vout).shape[-1])
         classify_val = _labels_fit(val, vy, c or 0)
     if task == "regression" and loss_fn is None and not o["per_member_batches"]:
