@@ -239,6 +239,42 @@ def test_a_shared_norm_layer_stays_shared_and_answers_to_every_path():
     assert len(norm_params) == 3
 
 
+def test_a_shared_layer_is_named_as_named_modules_names_it_so_the_name_works_everywhere():
+    """Registered directly on a parent after a container holding it, the layer was 'alias' in
+    converted but 'blocks.0' in sigma_layers / sharing, which then refused converted's name."""
+
+    class Shared(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l1 = nn.Linear(4, 8)
+            self.blocks = nn.ModuleList([nn.LayerNorm(8)])
+            self.alias = self.blocks[0]
+
+        def forward(self, x):
+            return self.alias(self.l1(x))
+
+    from ensemblize.sigma.convert import norm_layer_names
+
+    for layers in (None, ["alias"], ["blocks.0"]):
+        ens = ez.sigma_ensemble(Shared(), members=2, layers=layers)
+        assert ens.converted == norm_layer_names(Shared()) == ["blocks.0"]
+        assert [s.name for s in ez.diversity.sharing(ens.backbone, layers=ens.converted)] == ["blocks.0"]
+
+
+def test_no_convertible_norm_errors_say_why():
+    with pytest.raises(ValueError, match=r"the model is itself a BatchNorm1d layer.*nn\.Sequential\(model\)"):
+        ez.sigma_ensemble(nn.BatchNorm1d(4), members=2)
+    instance_only = nn.Sequential(nn.Conv2d(3, 4, 3), nn.InstanceNorm2d(4, affine=True))
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(
+            ValueError,
+            match=r"no BatchNorm/LayerNorm/GroupNorm layer to convert \(its \['1'\] are \['InstanceNorm2d'\]",
+        ),
+    ):
+        ez.sigma_ensemble(instance_only, members=2)
+
+
 def test_frozen_norms_stay_frozen_hooks_are_named_and_the_wrapper_keeps_the_model_mode():
     model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Linear(4, 2))
     for p in model[1].parameters():
@@ -398,6 +434,7 @@ def test_a_sequence_first_transformer_layer_is_refused_at_conversion():
         ez.sigma_ensemble(decoder, members=2)
     with pytest.raises(ValueError, match="batch_first"):
         ez.sigma_ensemble(nn.Sequential(nn.LayerNorm(8), seq_first), members=2)
+
     # the layer's norms kept plain (layers=): a norm outside it, on (B, T, D), converts and is exact
     class PreNorm(_Encoder):
         def __init__(self) -> None:

@@ -254,8 +254,13 @@ def convert_norms(
         if not _overrides_forward(layer):
             aliases.setdefault(id(layer), []).append(name)
     layer_of = {id(layer): layer for _n, _p, _a, layer in slots}
-    chosen = {  # id(layer) -> its first name, when any of its names is selected
-        key: names[0] for key, names in aliases.items() if any(selected(n, layer_of[key]) for n in names)
+    # a shared layer is reported under the name module.named_modules() gives it (norm_layer_names,
+    # sigma_layers and sharing use that one), whichever of its names was selected
+    canonical = {id(m): name for name, m in module.named_modules() if name}
+    chosen = {  # id(layer) -> its name, when any of its names is selected
+        key: canonical.get(key, names[0])
+        for key, names in aliases.items()
+        if any(selected(n, layer_of[key]) for n in names)
     }
     twins: dict[int, SigmaNorm] = {}
     # a norm without parameters or buffers (affine=False) takes the model's dtype and device
@@ -477,8 +482,19 @@ def sigma_ensemble(
             raise ValueError(
                 f"layers: the selection {layers!r} matched no norm layer of {type(model).__name__}"
             )
+        if _plain_norm_class(model) is not None:
+            raise ValueError(
+                f"the model is itself a {type(model).__name__} layer: σN-Ens converts the norm layers inside "
+                "a model (it replaces them in their parent), so wrap it first, e.g. nn.Sequential(model)"
+            )
         custom = sorted({type(m).__name__ for m in model.modules() if _overrides_forward(m)})
         extra = f" (norm subclasses {custom} override forward and cannot be converted)" if custom else ""
+        other = _unsupported_norms(model)
+        if other:
+            extra += (
+                f" (its {sorted(other)[:5]} are {sorted(set(other.values()))}, norm layers σN-Ens does not "
+                "convert)"
+            )
         raise ValueError(
             f"{type(model).__name__} has no BatchNorm/LayerNorm/GroupNorm layer to convert{extra}; "
             "σN-Ens replicates only norm layers, so the model needs at least one"
