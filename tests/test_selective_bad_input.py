@@ -86,6 +86,10 @@ def test_sync_prior_not_probabilities():
     y = torch.zeros(5, dtype=torch.long)
     with pytest.raises(ValueError, match="prior"):
         SyncLoss(0.5, 1.0)(out, y, prior=torch.randn(5, 3) * 3)
+    bad = torch.full((5, 3), 1 / 3)
+    bad[2, 1], bad[2, 2] = -0.5, 1.1667
+    with pytest.raises(ValueError, match=r"prior has a negative probability -0\.5 at index \(2, 1\)"):
+        SyncLoss(0.5, 1.0)(out, y, prior=bad)  # the caller's index, not that of an internal (B, 1, C) view
 
 
 @pytest.mark.parametrize("reward", [1.0, 0.5, -2.0, float("inf"), float("nan")])

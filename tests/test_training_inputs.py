@@ -379,3 +379,16 @@ def test_a_validation_loader_drawing_with_replacement_is_refused(sampler):
     with pytest.raises(ValueError, match="draws rows with replacement"):
         fit(Base("tensor"), (x, y), DataLoader(TensorDataset(x, y), batch_size=8, sampler=sampler(40)), epochs=1,
             **FAST)  # fmt: skip
+
+
+def test_a_numpy_array_is_refused_with_the_forms_accepted_and_the_conversion():
+    """predict's message for a bare ndarray listed (X, y) pairs but not the bare tensor it takes."""
+    import numpy as np
+
+    from ensemblize.training import predict
+
+    with pytest.raises(
+        TypeError,
+        match=r"must be a tensor X \(prediction\), an \(X, y\) pair.*got ndarray; convert it with torch\.as_tensor",
+    ):
+        predict(torch.nn.Linear(3, 2), np.zeros((4, 3), dtype=np.float32), progress=False)

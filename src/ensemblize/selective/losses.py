@@ -275,7 +275,7 @@ class SyncLoss(SelectiveNetLoss):
         else:
             want = f"({B}, {C})" + (f" or ({B}, {M}, {C})" if had_members else "")
             raise ValueError(f"prior must have shape {want}, got {tuple(prior.shape)}")
-        check_probabilities(p.detach(), name="prior")
+        check_probabilities(prior.detach(), name="prior")  # the caller's own shape in any error
         return p
 
     def forward(self, output: SelectiveOutput, labels: Tensor, *, prior: Tensor | None = None) -> Tensor:

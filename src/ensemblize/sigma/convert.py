@@ -9,7 +9,9 @@ The wrapper repeats each input ``M`` times in ``repeat_interleave`` order (``(B,
 (B·M, ...)``), runs the shared backbone once on that batch, and unfolds every output whose
 leading size is ``B·M`` back to ``(B, M, ...)``. Only the norm layers are per member; every other
 weight is shared. With ``noise=0.0`` each member reproduces the original model exactly (see
-:mod:`ensemblize.nn.sigma_norm` for the gate parameterisation that makes this true).
+:mod:`ensemblize.nn.sigma_norm` for the gate parameterisation that makes this true): bit for bit
+through BatchNorm and LayerNorm, to one rounding step through GroupNorm (its member affine follows
+torch's normalisation instead of being fused into it: ≤ ~2e-7 relative in float32).
 """
 
 from __future__ import annotations

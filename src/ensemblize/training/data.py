@@ -267,8 +267,8 @@ class IndexedSource(Source):
             self.dataset = data
         else:
             raise TypeError(
-                f"{name} must be an (X, y) pair of tensors, a dict of tensors, a sized torch Dataset or a "
-                f"DataLoader, got {_describe(data)}"
+                f"{name} must be a tensor X (prediction), an (X, y) pair of tensors, a dict of tensors, a "
+                f"sized torch Dataset or a DataLoader, got {_describe(data)}"
             )
         self.n = len(self.dataset) if self.dataset is not None else self._rows
         if self.n < 1:
@@ -341,6 +341,8 @@ def _describe(data: object) -> str:
         if isinstance(data, (tuple, list))
         else None
     )
+    if isinstance(data, np.ndarray):
+        return f"{what}; convert it with torch.as_tensor"
     if not items:
         return what
     kinds = sorted({type(v).__name__ for v in items if not isinstance(v, Tensor)})
