@@ -105,3 +105,34 @@ def test_evaluate_with_an_empty_ood_list_evaluates_no_ood_set(finished_run: Path
     assert res.exit_code == 0, res.output
     metrics = json.loads((finished_run / "evaluation.json").read_text())[0]["metrics"]
     assert not any(k.startswith("ood_") for k in metrics) and "accuracy" in metrics
+
+
+def test_a_damaged_run_folder_is_a_one_line_error_naming_run_dir(finished_run: Path, tmp_path: Path):
+    """evaluate on a damaged checkpoint (listed in the manifest) and report on an unfinished run with
+    malformed results.json ended in tracebacks; the messages were already clear."""
+    import json
+
+    from ensemblize.cli import app
+
+    meta = finished_run / "models" / "single_seed0.json"
+    edited = json.loads(meta.read_text())
+    edited["seed"] = 1  # valid JSON, no longer its hash
+    meta.write_text(json.dumps(edited))
+    manifest = json.loads((finished_run / "manifest.json").read_text())
+    manifest["files"]["models/single_seed0.json"] = {
+        "bytes": meta.stat().st_size,
+        "sha256": hashlib.sha256(meta.read_bytes()).hexdigest(),
+    }
+    (finished_run / "manifest.json").write_text(json.dumps(manifest))
+    res = CliRunner().invoke(app, ["evaluate", str(finished_run), "--ood", "uniform", "--threads", "1"])
+    assert res.exit_code == 2 and res.exception is not None and "Traceback" not in res.output
+    assert "RUN_DIR" in res.output and "does not match its hash" in res.output
+
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "run.json").write_text(json.dumps({"config": {"experiment": "run"}}))
+    (unfinished / "results.json").write_text('[{"method": "single", "se')
+    res = CliRunner().invoke(app, ["report", str(unfinished)])
+    assert res.exit_code == 2 and "RUN_DIR" in res.output
+    flat = " ".join(res.output.replace("│", " ").split())
+    assert "is not valid JSON (Unterminated string starting at: line 1, column 23)" in flat

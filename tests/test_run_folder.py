@@ -162,3 +162,55 @@ def test_an_out_path_that_cannot_be_made_is_a_named_error(tmp_path):
     with pytest.raises(RunFolderError, match="cannot be created: .*afile is a file, not a folder"):
         RunFolder(tmp_path / "afile" / "sub", config=CFG).check()
     assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_resume_removes_a_damaged_model_and_reruns_the_job_that_wrote_it(tmp_path):
+    """A truncated models/ checkpoint was kept on resume (its job's result was trusted on its own), the
+    run was marked complete, and `ensemblize evaluate` failed on it later."""
+    import torch
+
+    from ensemblize.checkpoint import save_checkpoint
+    from ensemblize.run_folder import drop_damaged_models
+
+    out = tmp_path / "run"
+    with RunFolder(out, config=CFG):
+        (out / "jobs").mkdir()
+        for job, method in (("a", "single"), ("b", "sigma_ens")):
+            save_checkpoint(out / "models" / f"{method}_seed0", {"w": torch.ones(3)}, {"format": "x"})
+            record = {"method": method, "seed": 0}
+            (out / "jobs" / f"{job}.json").write_text(json.dumps({"job": {}, "records": [record]}))
+    with open(out / "models" / "single_seed0.safetensors", "r+b") as f:
+        f.truncate(20)
+    with pytest.warns(UserWarning, match=r"checkpoint\(s\) \['single_seed0'\] failed their integrity check"):
+        with RunFolder(out, config=CFG, mode="resume") as folder:
+            assert folder.damaged == ["single_seed0"]
+    assert sorted(p.name for p in (out / "models").iterdir()) == [
+        "sigma_ens_seed0.json",
+        "sigma_ens_seed0.safetensors",
+    ]
+    assert sorted(p.name for p in (out / "jobs").iterdir()) == ["b.json"]  # job a runs again
+    assert drop_damaged_models(out) == []  # intact checkpoints are kept
+
+
+def test_an_existing_folder_that_cannot_be_written_is_a_named_error(tmp_path, monkeypatch):
+    """On a read-only file system the lock file's os.open raised a bare OSError traceback."""
+    import errno
+    import os
+
+    import ensemblize.run_folder as rf
+
+    out = tmp_path / "run"
+    with RunFolder(out, config=CFG):
+        pass
+
+    real_open = os.open
+
+    def read_only(path, *args, **kwargs):
+        if str(path).endswith(".lock"):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(rf.os, "open", read_only)
+    with pytest.raises(RunFolderError, match=r"--out .*run is not writable: Read-only file system"):
+        with RunFolder(out, config=CFG, mode="resume"):
+            pass

@@ -50,6 +50,7 @@ __all__ = [
     "save_checkpoint",
     "load_checkpoint",
     "load_checkpoint_meta",
+    "verify_checkpoint",
     "checkpoint_paths",
     "settle_interrupted_save",
     "state_fingerprint",
@@ -359,6 +360,24 @@ def load_checkpoint_meta(
     return meta
 
 
+def verify_checkpoint(stem: str | os.PathLike) -> dict:
+    """Check a pair written by :func:`save_checkpoint` without loading its tensors: the JSON parses and
+    matches ``meta_sha256``, and the tensor file exists and matches ``sha256``. Returns the metadata.
+
+    Raises FileNotFoundError or :class:`CheckpointError` as :func:`load_checkpoint` does.
+    """
+    tensor_path, _ = checkpoint_paths(stem)
+    meta = load_checkpoint_meta(stem)
+    if not tensor_path.is_file():
+        raise FileNotFoundError(f"no tensor file at {tensor_path}")
+    if meta["sha256"] != _file_sha256(tensor_path):
+        raise CheckpointError(
+            f"checkpoint {stem}: tensor file {tensor_path.name} does not match its metadata (content hash, "
+            "key 'sha256', differs); it was modified or a write was interrupted"
+        )
+    return meta
+
+
 def load_checkpoint(
     stem: str | os.PathLike,
     device: str | torch.device = "cpu",
@@ -375,14 +394,9 @@ def load_checkpoint(
             and the key.
     """
     tensor_path, meta_path = checkpoint_paths(stem)
-    meta = load_checkpoint_meta(stem, required=required)
-    if not tensor_path.is_file():
-        raise FileNotFoundError(f"no tensor file at {tensor_path}")
-    if meta["sha256"] != _file_sha256(tensor_path):
-        raise CheckpointError(
-            f"checkpoint {stem}: tensor file {tensor_path.name} does not match its metadata (content hash, "
-            "key 'sha256', differs); it was modified or a write was interrupted"
-        )
+    meta = verify_checkpoint(stem)
+    if required:
+        check_meta_keys(meta, required, source=meta_path)
     tensors = load_tensors(tensor_path, device=device)
     if meta["fingerprint"] != state_fingerprint(tensors):
         raise CheckpointError(

@@ -471,8 +471,12 @@ def evaluate(
         except ValueError as exc:
             from .run_folder import RunFolderError
 
+            from .checkpoint import CheckpointError
+
             if isinstance(exc, RunFolderError):
                 raise  # _clean_errors names RUN_DIR
+            if isinstance(exc, CheckpointError):  # a damaged or edited checkpoint: its message names it
+                raise typer.BadParameter(str(exc), param_hint="'RUN_DIR'") from None
             text = str(exc)
             for needle, option in (
                 ("unknown OOD set", "'--ood'"),
@@ -521,8 +525,11 @@ def report(
         if not run_dir.is_dir():
             raise typer.BadParameter(f"{run_dir} is not a folder", param_hint="'RUN_DIR'")
         finished = (run_dir / "manifest.json").is_file()  # amend_run verifies it and rewrites it after
-        with amend_run(run_dir):
-            path = write_report(run_dir, finishing=finished)
+        try:
+            with amend_run(run_dir):
+                path = write_report(run_dir, finishing=finished)
+        except (ValueError, FileNotFoundError) as exc:  # the folder's own files: missing, malformed or edited
+            raise typer.BadParameter(str(exc), param_hint="'RUN_DIR'") from None
     typer.echo(f"wrote {path}")
 
 

@@ -20,7 +20,9 @@ Rules:
 * **Nothing half-done survives.** On entry, temporary files of interrupted atomic writes
   (``.NAME.*.tmp``), checkpoint saves killed midway (``NAME.json.pending``: published when its tensors
   are in place, else removed) and orphan checkpoint halves (``X.safetensors`` without ``X.json`` or the reverse)
-  are removed, anywhere below the folder. The manifest is removed on entry and rewritten by
+  are removed, anywhere below the folder. On resume, a model checkpoint in ``models/`` that fails its
+  integrity check is removed with the result of the job that wrote it, so that job runs again
+  (:func:`drop_damaged_models`). The manifest is removed on entry and rewritten by
   :meth:`RunFolder.complete` with the configuration, every file's size and SHA-256 and
   ``complete: true``; :func:`read_manifest` refuses a folder without a complete manifest or whose
   files no longer match it.
@@ -46,6 +48,7 @@ __all__ = [
     "RunFolderBusy",
     "RunFolderError",
     "read_manifest",
+    "drop_damaged_models",
     "config_differences",
     "MANIFEST",
     "CONFIG",
@@ -131,6 +134,44 @@ def clean_interrupted(root: Path) -> list[Path]:
     return removed
 
 
+_MODEL_STEM = re.compile(r"^(?P<method>.+)_seed(?P<seed>\d+)$")
+
+
+def drop_damaged_models(root: Path) -> list[str]:
+    """Before a resume: remove every ``models/`` checkpoint that fails its own integrity check, and the
+    saved result of the job that wrote it, so that job runs again; return the removed models' stems.
+
+    A finished job's result (``jobs/*.json``) was trusted on its own, so a checkpoint damaged after it
+    (a truncated file, an interrupted copy) was kept and the run marked complete, to fail only at
+    ``ensemblize evaluate``. A model ``NAME_seedS`` belongs to the job whose records hold method
+    ``NAME`` and seed ``S`` (what :func:`ensemblize.runner.run_method` writes).
+    """
+    from .checkpoint import CheckpointError, verify_checkpoint
+
+    damaged: list[str] = []
+    for meta in sorted((root / "models").glob("*.json")):
+        stem = meta.with_suffix("")
+        try:
+            verify_checkpoint(stem)
+        except (CheckpointError, FileNotFoundError):
+            meta.unlink(missing_ok=True)
+            stem.with_suffix(".safetensors").unlink(missing_ok=True)
+            damaged.append(stem.name)
+    for name in damaged:
+        m = _MODEL_STEM.match(name)
+        for job_file in sorted((root / "jobs").glob("*.json")) if m else ():
+            try:
+                records = json.loads(job_file.read_text()).get("records", [])
+            except (OSError, ValueError, AttributeError):
+                continue  # a damaged job file runs again anyway
+            if any(
+                isinstance(r, dict) and r.get("method") == m["method"] and str(r.get("seed")) == m["seed"]
+                for r in records
+            ):
+                job_file.unlink(missing_ok=True)
+    return damaged
+
+
 def _read_json(path: Path, *, missing: str) -> Any:
     """``path``'s JSON; RunFolderError with ``missing`` if absent, or naming the file if malformed."""
     if not path.is_file():
@@ -138,7 +179,9 @@ def _read_json(path: Path, *, missing: str) -> Any:
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as exc:
-        raise RunFolderError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+        raise RunFolderError(
+            f"{path} is not valid JSON ({exc.msg}: line {exc.lineno}, column {exc.colno})"
+        ) from exc
 
 
 def read_manifest(root: str | os.PathLike, *, verify: bool = True) -> dict[str, Any]:
@@ -189,6 +232,7 @@ class RunFolder:
         self.config = dict(config)
         self.mode = mode
         self.resumed = False
+        self.damaged: list[str] = []
         self._lock_fd: int | None = None
 
     # -------------------------------------------------------------------------------- checks
@@ -236,7 +280,10 @@ class RunFolder:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RunFolderError(f"--out {self.path} cannot be created: {exc.strerror or exc}") from None
-        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:  # an existing folder on a read-only file system, or without write permission
+            raise RunFolderError(f"--out {self.path} is not writable: {exc.strerror or exc}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -268,6 +315,16 @@ class RunFolder:
         self.resumed = self.mode == "resume" and (self.path / CONFIG).is_file()
         (self.path / MANIFEST).unlink(missing_ok=True)
         clean_interrupted(self.path)
+        self.damaged = drop_damaged_models(self.path) if self.resumed else []
+        if self.damaged:
+            import warnings
+
+            warnings.warn(
+                f"resuming {self.path}: checkpoint(s) {self.damaged} failed their integrity check and were "
+                "removed; the jobs that wrote them run again",
+                UserWarning,
+                stacklevel=2,
+            )
         atomic_write_json(self.path / CONFIG, {"config": self.config})
 
     def complete(self, **extra: Any) -> Path:

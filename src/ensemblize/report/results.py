@@ -82,7 +82,12 @@ def load_results(path: str | Path) -> list[dict[str, Any]]:
         path = path / "results.json"
     if not path.is_file():
         raise FileNotFoundError(f"no results.json at {path}")
-    rows = json.loads(path.read_text())
+    try:
+        rows = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{path} is not valid JSON ({exc.msg}: line {exc.lineno}, column {exc.colno})"
+        ) from None
     if not isinstance(rows, list):
         raise ValueError(f"{path} does not hold a list of records")
     return [_as_dict(r) for r in rows]
