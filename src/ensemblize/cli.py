@@ -469,9 +469,8 @@ def evaluate(
         except FileNotFoundError as exc:
             raise typer.BadParameter(str(exc), param_hint="'RUN_DIR'") from None
         except ValueError as exc:
-            from .run_folder import RunFolderError
-
             from .checkpoint import CheckpointError
+            from .run_folder import RunFolderError
 
             if isinstance(exc, RunFolderError):
                 raise  # _clean_errors names RUN_DIR
