@@ -136,3 +136,37 @@ def test_a_damaged_run_folder_is_a_one_line_error_naming_run_dir(finished_run: P
     assert res.exit_code == 2 and "RUN_DIR" in res.output
     flat = " ".join(res.output.replace("│", " ").split())
     assert "is not valid JSON (Unterminated string starting at: line 1, column 23)" in flat
+
+
+def test_evaluate_repeats_the_runs_own_evaluation_preset(tmp_path: Path):
+    """evaluate matched the run's OOD sets but always ran the full corruption suite: a `--eval reduced`
+    run's corr_accuracy 0.1500 came back as 0.1093 under the same name."""
+    import json
+
+    import torch
+
+    from ensemblize.cli import app
+    from ensemblize.data.images import load_digits
+    from ensemblize.evaluation import evaluate_classifier
+    from ensemblize.experiments.image import eval_spec
+    from ensemblize.report.results import Record, write_results
+    from ensemblize.run_folder import RunFolder
+    from ensemblize.runner import MethodSpec, build_method, save_method
+
+    torch.manual_seed(0)
+    splits = load_digits(seed=0)
+    spec = MethodSpec("single", model="resnet_small")
+    module = build_method(spec, splits).eval()
+    ev = evaluate_classifier(module, splits, spec=eval_spec("tiny", "digits"), seed=0)
+    out = tmp_path / "run"
+    with RunFolder(out, config={"experiment": "members", "evaluation": "tiny", "seed": 0}) as folder:
+        save_method(module, spec, splits, seed=0, path=out / "models" / "single_seed0")
+        record = Record(method="single", dataset="digits", seed=0, members=1, params=1, train_seconds=0.0,
+                        metrics=ev.metrics)  # fmt: skip
+        write_results(out, [record.to_dict()])
+        folder.complete()
+    res = CliRunner().invoke(app, ["evaluate", str(out), "-q", "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    again = json.loads((out / "evaluation.json").read_text())[0]["metrics"]
+    for name in ("corr_accuracy", "corr_ece", "ood_maxprob_auroc", "accuracy"):
+        assert again[name] == ev.metrics[name], name

@@ -270,8 +270,8 @@ def test_tau_sweep_end_to_end_and_heatmap_matches_saved_models(tmp_path):
 
 @pytest.mark.slow
 def test_lambda_members_finetune_end_to_end(tmp_path):
-    out, rows = _invoke("lambda", tmp_path, "--lams", "0.1,2", "--members", "2")
-    assert [r["spec"]["lam"] for r in rows] == [0.1, 2.0] and all(
+    out, rows = _invoke("lambda", tmp_path, "--lams", "0,2", "--members", "2")  # λ = 0: no regulariser
+    assert [r["spec"]["lam"] for r in rows] == [0.0, 2.0] and all(
         r["spec"]["tau"] == DEFAULT_TAU for r in rows
     )
     assert (out / "metrics_vs_lambda.png").stat().st_size > 0

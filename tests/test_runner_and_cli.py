@@ -175,6 +175,15 @@ def test_cli_run_and_evaluate_end_to_end(tmp_path):
     res = runner.invoke(app, ["evaluate", str(out), "--out", str(tmp_path / "other"), "-q"])
     assert res.exit_code == 2 and "'--out'" in res.output and "another" in res.output, res.output
     assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["manifest.json"]  # nothing written
+    # so is a non-empty folder without an earlier evaluation (a tune result's report.html was replaced)
+    (tmp_path / "tuned").mkdir()
+    (tmp_path / "tuned" / "report.html").write_text("the tune's page")
+    res = runner.invoke(app, ["evaluate", str(out), "--out", str(tmp_path / "tuned"), "-q"])
+    flat = " ".join(res.output.replace("│", " ").split())
+    assert (
+        res.exit_code == 2 and "'--out'" in flat and "is not empty and holds no earlier evaluation" in flat
+    ), flat
+    assert (tmp_path / "tuned" / "report.html").read_text() == "the tune's page"
     # a folder inside the run (the run's manifest would miss its files) and a file are refused up front
     for bad, why in ((out / "eval", "inside the run folder"), (out / "results.json", "existing file")):
         res = runner.invoke(app, ["evaluate", str(out), "--out", str(bad), "-q"])

@@ -118,7 +118,8 @@ _DATA = {
     "dataset": Opt("digits (embedded), mnist1d (generated offline), cifar10 or cifar100 (from --data-root)."),
     "data_root": Opt("Folder with the extracted CIFAR archive.", cli_type=Optional[Path]),  # noqa: UP045
     "train_size": Opt(
-        "Train on a stratified subset of this many examples (low-data regime; val/test unchanged).",
+        "Train on a stratified subset of this many examples, at least one per class (low-data regime; "
+        "val/test unchanged).",
         cli_type=Optional[int],  # noqa: UP045
         min=1,
     ),

@@ -171,7 +171,8 @@ def run_default(
         if not quiet:
             present = [k for k in HEADLINE_METRICS if k in records[0]["metrics"]]
             print("\n" + console_tables(records, metrics=present, by=("dataset", "method"), wide=ex.wide))
-            print(f"\nwrote {Path(out) / 'results.json'} and {', '.join(p.name for p in figures)}")
+            written = [p.name for p in figures] + ["report.html", "models/ (checkpoints)"]
+            print(f"\nwrote {Path(out) / 'results.json'} and {', '.join(written)}")
     return records
 
 

@@ -60,9 +60,26 @@ def _recorded_far_ood(config: dict[str, Any], dataset: str) -> tuple[str, ...] |
     return None
 
 
+def _recorded_spec(config: dict[str, Any], dataset: str, far: tuple[str, ...] | None):
+    """The run's own evaluation (its preset's corruptions and sample count: ``reduced`` for tau-sweep,
+    members and lambda by default) with far-OOD sets ``far``; the full suite when the run records no preset."""
+    import dataclasses
+
+    from .evaluation import EvalSpec
+
+    preset = config.get("evaluation")
+    if isinstance(preset, str):
+        from .experiments.image import EVAL_PRESETS, eval_spec
+
+        if preset in EVAL_PRESETS:
+            return dataclasses.replace(eval_spec(preset, dataset), ood=far)
+    return EvalSpec(ood=far)
+
+
 def _check_out(run_dir: Path, out: Path) -> None:
     """ValueError when ``out`` is another run folder (its manifest would no longer match its files), a
-    folder inside the run (the run's manifest would then miss the new files), or not a folder."""
+    folder inside the run (the run's manifest would then miss the new files), not a folder, or a
+    non-empty folder that holds no earlier evaluation (another command's output, a user's files)."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is an existing file, not a folder")
     here, run = out.resolve(), run_dir.resolve()
@@ -78,6 +95,11 @@ def _check_out(run_dir: Path, out: Path) -> None:
         raise ValueError(
             f"--out {out} is another run folder (it has a manifest.json): write the evaluation into the run "
             "itself (no --out) or into a folder of its own"
+        )
+    if here != run and out.is_dir() and any(out.iterdir()) and not (out / "evaluation.json").is_file():
+        raise ValueError(
+            f"--out {out} is not empty and holds no earlier evaluation (evaluation.json): its files (e.g. "
+            "another command's report.html) would be replaced; choose a new or empty folder"
         )
 
 
@@ -105,16 +127,18 @@ def evaluate_run(
     """Evaluate every ``models/*.json`` checkpoint under ``run_dir``; write ``evaluation.json``, figures, ``report.html``.
 
     Works for every dataset a run can use: digits and MNIST-1D are rebuilt from the checkpoint's
-    seed, CIFAR is read from ``data_root``. ``seed``: the corruption / OOD-set seed (default: each
-    checkpoint's training seed); ``ood``: comma-separated far-OOD sets of the dataset's modality
-    (default: the sets the run was evaluated on, so the numbers compare with its results; all of the
-    dataset's when the run does not record them; ``""``: none); ``quiet``: no progress and no table;
+    seed, CIFAR is read from ``data_root``. The corruptions are the run's own evaluation preset's
+    (``--eval`` of the image experiments; the full suite for ``ensemblize run``), so the numbers
+    compare with its results. ``seed``: the corruption / OOD-set seed (default: each checkpoint's
+    training seed); ``ood``: comma-separated far-OOD sets of the dataset's modality (default: the
+    sets the run was evaluated on; all of the dataset's when the run does not record them; ``""``:
+    none); ``quiet``: no progress and no table;
     ``wide``: one table.
     """
     from ._checks import check_int
     from .checkpoint import checkpoint_paths
     from .data._names import parse_names
-    from .evaluation import HEADLINE_METRICS, EvalSpec, evaluate_classifier
+    from .evaluation import HEADLINE_METRICS, evaluate_classifier
     from .models.ensembles import count_parameters
     from .report.figures import evaluation_figures
     from .report.html import write_report
@@ -155,7 +179,7 @@ def evaluate_run(
         ev = evaluate_classifier(
             module,
             splits,
-            spec=EvalSpec(ood=far),
+            spec=_recorded_spec(config, splits.name, far),
             seed=meta["seed"] if seed is None else seed,
             extra_ood=extra,
         )

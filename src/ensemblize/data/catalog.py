@@ -88,9 +88,14 @@ def catalog_text(*, search: str | None = None) -> str:
         ]
         for name, spec in BENCHMARK_TABLES.items()
     ]
-    out = ["Datasets (--dataset of run, experiment image / finetune / selective):"]
+    out = ["Datasets (--dataset of the image experiments: compare, tau-sweep, members, finetune, lambda, selective; "
+           "`ensemblize run` uses digits):"]  # fmt: skip
     out += ["  " + line for line in _columns(data_rows, ["name", "modality", "source"])]
-    out += ["", "Benchmark tables (--dataset(s) of experiment tabular-*; all load offline):"]
+    out += [
+        "",
+        "Benchmark tables (--dataset(s) of experiment tabular-*; all load offline; suite: yes = in the "
+        "default benchmark, rmse = the regression extension, no = held out):",
+    ]
     out += [
         "  " + line
         for line in _columns(table_rows, ["name", "task", "rows", "num/cat", "suite", "description"])

@@ -18,6 +18,7 @@ HEADLINE_METRICS: tuple[str, ...] = (
     "corr_ece",
     "ood_maxprob_auroc",
     "ood_mi_auroc",
+    "ood_near_maxprob_auroc",  # only where near-OOD sets were evaluated (`ensemblize run --ood heldout`)
     "aurc",
     "eaurc",
     "disagreement",

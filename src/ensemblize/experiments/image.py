@@ -520,7 +520,8 @@ def _sweep(
     experiment whose arguments (its ``locals()`` at entry) are ``args``: records ordered by the value,
     :func:`sweep_figures` with ``symbol`` for the parameter, then ``figures(records, out)`` if given."""
     c = _common(args)
-    values = c["settings"][grid] = O.floats(args[grid], option=f"--{grid}")
+    # λ = 0 (no regulariser) is a sweep's natural end point, as --lam 0 is; τ must stay positive
+    values = c["settings"][grid] = O.floats(args[grid], option=f"--{grid}", low_open=grid != "lams")
     s = c["settings"]
     specs = [
         (
@@ -570,7 +571,8 @@ def _metrics_vs_lambda(records: list[dict[str, Any]], out: Path) -> None:
     for metric in ("accuracy", "nll", "ece", "ood_maxprob_auroc"):
         st = group_stats(records, key, metric)
         panels.append((metric, {"σN-Ens": [(x, *st[x][:2]) for x in sorted(st)]}))
-    errorbar_panels(panels, out / "metrics_vs_lambda.png", xlabel="λ", logx=True)
+    logx = all(key(r) > 0 for r in records)  # λ = 0 (no regulariser) has no place on a log axis
+    errorbar_panels(panels, out / "metrics_vs_lambda.png", xlabel="λ", logx=logx)
 
 
 def lambda_sweep(

@@ -276,7 +276,8 @@ def sweep_figures(records: list[dict], out: Path, *, param: str, symbol: str) ->
     for metric in ("disagreement", "pairwise_kl", "mutual_information", "owners_per_feature"):
         st = group_stats(records, key, metric)
         panels.append((metric.replace("_", " "), {"σN-Ens": [(x, *st[x][:2]) for x in sorted(st)]}))
-    paths.append(errorbar_panels(panels, out / "diversity.png", xlabel=symbol, logx=True))
+    positive = all(key(r) > 0 for r in records)  # a λ sweep may include λ = 0: no log axis then
+    paths.append(errorbar_panels(panels, out / "diversity.png", xlabel=symbol, logx=positive))
     fig = owners_figure(records, param=param, symbol=symbol)
     paths.append(save_figure(fig, out / "owners_heatmap.png"))
     return paths

@@ -68,7 +68,7 @@ def floats(
         if not ok:
             lo = "(" if low_open else "["
             hi = "∞)" if math.isinf(high) else f"{high:g}]"
-            raise OptionError(option, f"values must lie in {lo}{low:g}, {hi}, got {v!r}")
+            raise OptionError(option, f"each value must lie in {lo}{low:g}, {hi}, got {v!r}")
         out.append(float(v))
     if len(set(out)) != len(out):  # two identical jobs: refused here, before a run folder is written
         raise OptionError(option, f"has repeated values: {out}")
@@ -80,9 +80,9 @@ def ints(values: Iterable[int], *, option: str, minimum: int = 0, maximum: int |
     out = []
     for v in _seq(values, option):
         if isinstance(v, bool) or not isinstance(v, Integral) or v < minimum:
-            raise OptionError(option, f"values must be integers ≥ {minimum}, got {v!r}")
+            raise OptionError(option, f"each value must be an integer ≥ {minimum}, got {v!r}")
         if maximum is not None and v > maximum:
-            raise OptionError(option, f"values must be at most {maximum}, got {v!r}")
+            raise OptionError(option, f"each value must be at most {maximum}, got {v!r}")
         out.append(int(v))
     if len(set(out)) != len(out):
         raise OptionError(option, f"has repeated values: {out}")

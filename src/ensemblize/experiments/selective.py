@@ -472,7 +472,9 @@ def selective(
         atomic_write_text(Path(out) / "results.md", md)
         risk_coverage_figure(curves, Path(out) / "risk_coverage.png", targets=settings["targets"])
     if not folder.execution.quiet:
-        print(md)
+        from ..report.console import fit_markdown_tables
+
+        print(md if folder.execution.wide else fit_markdown_tables(md))  # results.md keeps them whole
     return records
 
 

@@ -121,9 +121,12 @@ def _quiet(execution: Execution | None) -> bool:
 
 
 def _echo(text: str, folder) -> None:
-    """Print ``text`` on the main process (rank 0 under torchrun) unless the run is quiet."""
+    """Print ``text`` on the main process (rank 0 under torchrun) unless the run is quiet; its markdown
+    tables split to 100 columns unless ``--wide``."""
+    from ..report.console import fit_markdown_tables
+
     if folder.is_main and not folder.execution.quiet:
-        print(text)
+        print(text if folder.execution.wide else fit_markdown_tables(text))
 
 
 # --------------------------------------------------------------------------------------------
