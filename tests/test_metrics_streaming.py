@@ -164,7 +164,9 @@ def test_errors_and_reset():
     assert "ECE(n_bins=15" in repr(M.ECE())
 
 
-@pytest.mark.parametrize("cls", [M.MutualInformation, M.Accuracy, M.Brier, M.Disagreement, M.Ambiguity, M.AURC])
+@pytest.mark.parametrize(
+    "cls", [M.MutualInformation, M.Accuracy, M.Brier, M.Disagreement, M.Ambiguity, M.AURC]
+)
 def test_a_metric_without_options_refuses_keywords(cls):
     """MutualInformation(reduction="none") streamed per-sample vectors of different samples as a
     mean (5 meaningless numbers for 10 samples); Accuracy(bogus=1) failed only at update."""

@@ -658,7 +658,9 @@ class _NaNOnce(torch.nn.Module):
         z = self.lin(x)
         if not self.training:
             self.evals += 1
-            if self.evals == 3:  # calls 1-2 are fit's probes (training, validation data), 3 the first validation
+            if (
+                self.evals == 3
+            ):  # calls 1-2 are fit's probes (training, validation data), 3 the first validation
                 z = z * float("nan")
         return z.squeeze(-1)
 

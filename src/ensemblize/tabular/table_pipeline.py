@@ -169,7 +169,12 @@ class TablePipeline(BaseEstimator):
             va_frame = self._frame_for_eval(eval_set[0], frame)
             if len(va_frame) == 0:
                 raise ValueError("eval_set X has 0 rows; early stopping needs at least 1 validation row")
-            return frame, yarr, va_frame, as_target(eval_set[1], name="eval_set y", n=len(va_frame), x_name="eval_set X")
+            return (
+                frame,
+                yarr,
+                va_frame,
+                as_target(eval_set[1], name="eval_set y", n=len(va_frame), x_name="eval_set X"),
+            )
         n = len(frame)
         n_val = max(1, int(round(self.val_fraction * n)))
         if n - n_val < 2:

@@ -1053,7 +1053,9 @@ def tune_csv(
         # only when each number is written one way: "1" and "1.0" are one class, not two
         written = pd.read_csv(path, usecols=[target], dtype=str)[target]
         one_to_one = len(written) == len(y) and bool(
-            (pd.DataFrame({"n": y.to_numpy(), "w": written.to_numpy()}).groupby("n")["w"].nunique() == 1).all()
+            (
+                pd.DataFrame({"n": y.to_numpy(), "w": written.to_numpy()}).groupby("n")["w"].nunique() == 1
+            ).all()
         )
         if one_to_one and (written.to_numpy() != y.astype(str).to_numpy()).any():
             y = written.rename(target)
