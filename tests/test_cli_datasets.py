@@ -47,3 +47,14 @@ def test_a_search_without_match_suggests_close_names_of_every_package():
     res = CliRunner().invoke(app, ["datasets", "--search", "titanik"])
     close = res.output.split("close: ", 1)[1]
     assert sum("titanic" in name.lower() for name in close.split(", ")) >= 2  # several packages' titanic
+
+
+def test_version_and_the_listing_header_name_what_exists():
+    """`ensemblize --version` did not exist; the header named `run --dataset` and `experiment image`, neither of which exists."""
+    from ensemblize import __version__
+
+    res = CliRunner().invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.output.strip() == f"ensemblize {__version__}"
+    header = CliRunner().invoke(app, ["datasets"]).output
+    assert "experiment image" not in header and "--dataset of run" not in header
+    assert "suite: yes = in the default benchmark" in header

@@ -45,8 +45,20 @@ def _console_warning(message, category, filename, lineno, line=None) -> str:
     return f"{category.__name__}: {message}\n"
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        typer.echo(f"ensemblize {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _command_line() -> None:
+def _command_line(
+    version: bool = typer.Option(  # noqa: ARG001 - handled by its callback
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """Uncertainty-aware deep learning: σN-Ens, LoMETab and SYNC, measured."""
     import warnings
 
