@@ -421,6 +421,15 @@ def test_time_columns_refuse_numbers_and_ambiguous_date_strings_at_predict():
         when=pd.to_datetime(seconds, unit="s"), took=pd.to_timedelta(X["took"].dt.total_seconds(), unit="s")
     )
     np.testing.assert_array_equal(pre.transform(as_parsed), out)  # what the message advises
+    # numpy's own time scalars in object columns are times, not numbers (np.timedelta64 subclasses np.number)
+    as_numpy = X.assign(
+        when=pd.Series(list(X["when"].to_numpy()), dtype=object),
+        took=pd.Series(list(X["took"].to_numpy()), dtype=object),
+    )
+    assert isinstance(as_numpy["took"].iloc[0], np.timedelta64)
+    np.testing.assert_array_equal(pre.transform(as_numpy), out)
+    refit = TabularPreprocessor(task="regression", noise=0.0).fit(as_numpy, rng.normal(size=n))
+    assert refit.numeric_kinds_ == {"when": "datetime", "took": "timedelta"}
 
 
 def test_object_columns_of_dates_are_time_columns_but_date_strings_are_not():

@@ -143,7 +143,7 @@ def test_sharing_reports_hard_and_soft_counts():
 @settings(max_examples=60, deadline=None)
 @given(
     gate_init=st.floats(-9.9, 9.9, allow_nan=False),
-    dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16, torch.float16]),
 )
 def test_a_noise_free_conversion_has_m_owners_at_threshold_sigma_of_its_gate_init(gate_init, dtype):
     """The documented recipe: threshold=σ(γ₀) after noise=0 counts every member as an owner. In float32
@@ -154,13 +154,23 @@ def test_a_noise_free_conversion_has_m_owners_at_threshold_sigma_of_its_gate_ini
     assert s.owners.tolist() == [4] * 8
 
 
-def test_ownership_tolerance_is_a_few_units_of_round_off_not_more():
-    layer = SigmaBatchNorm1d(2, 1)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_ownership_tolerance_is_two_units_in_the_last_place_of_the_gates_dtype(dtype):
+    """4·eps·threshold was 0.0156 in bfloat16: a gate of 0.492 owned at threshold 0.5."""
+    eps = torch.finfo(dtype).eps
+    below = 0.5 - eps / 4  # one unit in the last place under 1/2 (the binade [1/4, 1/2))
+    layer = SigmaBatchNorm1d(4, 1).to(dtype)
     with torch.no_grad():
-        layer.gate_logits.fill_(0.0)  # gates exactly 1/2
-    eps = torch.finfo(torch.float32).eps
-    assert sharing(layer, threshold=0.5 * (1 + 3 * eps))[0].owners.tolist() == [1, 1]
-    assert sharing(layer, threshold=0.5 * (1 + 8 * eps))[0].owners.tolist() == [0, 0]
+        gates = torch.tensor([0.5, below, 0.5 - 2 * eps / 4, 0.5 - 3 * eps / 4], dtype=torch.float64)
+        layer.gate_logits.copy_(torch.logit(gates).to(dtype)[None])
+    g = layer.gates().detach().double()[0]
+    want = (g >= 0.5 - 2 * eps / 4).int().tolist()
+    assert want[0] == 1 and want[-1] == 0  # the cases span the boundary
+    assert sharing(layer, threshold=0.5)[0].owners.tolist() == want
+    if dtype == torch.bfloat16:
+        with torch.no_grad():
+            layer.gate_logits.fill_(-0.03)  # gate 0.4922: 4 units under 1/2
+        assert sharing(layer, threshold=0.5)[0].owners.tolist() == [0] * 4
 
 
 def test_regulariser_reaches_the_layers_of_a_converted_model():

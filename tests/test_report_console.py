@@ -50,3 +50,14 @@ def test_every_cell_survives_in_order_and_lines_fit_where_they_can(n_cols, n_row
 def test_narrow_tables_and_other_text_are_unchanged():
     text = "# T\n\n| a | b |\n|:--|--:|\n| 1 | 2 |\n\nend"
     assert fit_markdown_tables(text) == text
+
+
+def test_escaped_pipes_code_fences_and_the_final_newline_survive():
+    wide = "| name | " + " | ".join(f"column_{i}_with_a_long_name" for i in range(6)) + " |"
+    rule = "|---" * 7 + "|"
+    row = "| a \\| b | " + " | ".join(["0.123456 ± 0.000001"] * 6) + " |"
+    text = "\n".join(["```", wide, "```", wide, rule, row]) + "\n"
+    out = fit_markdown_tables(text, width=80)
+    lines = out.splitlines()
+    assert out.endswith("\n") and lines[:3] == ["```", wide, "```"]  # a fenced table is left alone
+    assert all(len(line) <= 80 for line in lines[3:]) and lines[5].startswith("| a \\| b |")

@@ -190,6 +190,16 @@ def test_resume_removes_a_damaged_model_and_reruns_the_job_that_wrote_it(tmp_pat
     ]
     assert sorted(p.name for p in (out / "jobs").iterdir()) == ["b.json"]  # job a runs again
     assert drop_damaged_models(out) == []  # intact checkpoints are kept
+    # a damaged model that no finished job names: refused, nothing removed (resuming could not rebuild it)
+    save_checkpoint(out / "models" / "other_seed3", {"w": torch.ones(2)}, {"format": "x"})
+    with open(out / "models" / "other_seed3.safetensors", "r+b") as f:
+        f.truncate(20)
+    with pytest.raises(
+        RunFolderError, match=r"checkpoint\(s\) \['other_seed3'\] .*no finished job names them"
+    ):
+        with RunFolder(out, config=CFG, mode="resume"):
+            pass
+    assert (out / "models" / "other_seed3.safetensors").exists() and (out / "jobs" / "b.json").exists()
 
 
 def test_an_existing_folder_that_cannot_be_written_is_a_named_error(tmp_path, monkeypatch):

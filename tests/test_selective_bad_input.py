@@ -241,12 +241,18 @@ def test_probabilities_given_as_logits_warn_in_every_selective_loss():
     with pytest.warns(UserWarning, match=r"DeepGamblersLoss: logits look like probabilities"):
         DeepGamblersLoss(2.0)(probs, y)
     p3 = torch.randn(6, 3).softmax(-1)
-    for loss in (SelectiveNetLoss(0.5), SyncLoss(0.5, 1.0)):
-        name = type(loss).__name__
+    for make in (lambda: SelectiveNetLoss(0.5), lambda: SyncLoss(0.5, 1.0)):
+        name = type(make()).__name__
         with pytest.warns(UserWarning, match=rf"{name}: output.logits look like probabilities"):
-            loss(SelectiveOutput(p3, torch.rand(6), torch.randn(6, 3)), y)
+            make()(SelectiveOutput(p3, torch.rand(6), torch.randn(6, 3)), y)
         with pytest.warns(UserWarning, match=rf"{name}: output.aux_logits look like probabilities"):
-            loss(SelectiveOutput(torch.randn(6, 3), torch.rand(6), p3), y)
+            make()(SelectiveOutput(torch.randn(6, 3), torch.rand(6), p3), y)
+    # checked on a loss's first call only: no per-step host sync for a diagnosis
+    loss = DeepGamblersLoss(2.0)
+    loss(torch.randn(6, 4), y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loss(probs, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         DeepGamblersLoss(2.0)(torch.randn(6, 4), y)

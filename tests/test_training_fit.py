@@ -703,13 +703,24 @@ def test_fit_keeps_a_layer_the_caller_froze_in_eval_mode_frozen():
     frozen, live = net[1], net[3]
     frozen.eval().requires_grad_(False)
     before = frozen.running_mean.clone(), frozen.running_var.clone()
-    fit(net, (x, y), (x[:16], y[:16]), epochs=2, batch_size=16, progress=False)
+    with pytest.warns(UserWarning, match=r"fit keeps 1 frozen layer\(s\) in eval mode .*\['1'\]"):
+        fit(net, (x, y), (x[:16], y[:16]), epochs=2, batch_size=16, progress=False)
     assert not frozen.training and live.training and net.training
     assert torch.equal(frozen.running_mean, before[0]) and torch.equal(frozen.running_var, before[1])
     assert live.num_batches_tracked.item() == 8  # 4 steps an epoch
     whole = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 3)).eval()
     fit(whole, (x, y), epochs=1, batch_size=16, progress=False)
     assert whole[1].num_batches_tracked.item() == 4
+    # a pretrained backbone loaded in eval mode (as from_pretrained returns it), given a new head in
+    # train mode, is not frozen: it has trainable parameters, so it trains in train mode, without a warning
+    backbone = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Dropout(0.5)).eval()
+    model = nn.Sequential(backbone, nn.Linear(8, 3))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit(model, (x, y), epochs=1, batch_size=16, progress=False)
+    assert backbone.training and backbone[2].training and backbone[1].num_batches_tracked.item() == 4
 
 
 @pytest.mark.parametrize("task", ["classification", "regression"])

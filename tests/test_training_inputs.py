@@ -389,6 +389,6 @@ def test_a_numpy_array_is_refused_with_the_forms_accepted_and_the_conversion():
 
     with pytest.raises(
         TypeError,
-        match=r"must be a tensor X \(prediction\), an \(X, y\) pair.*got ndarray; convert it with torch\.as_tensor",
+        match=r"must be a tensor X \(predict only\), an \(X, y\) pair.*got ndarray; convert it with torch\.as_tensor",
     ):
         predict(torch.nn.Linear(3, 2), np.zeros((4, 3), dtype=np.float32), progress=False)

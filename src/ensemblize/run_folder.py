@@ -144,32 +144,46 @@ def drop_damaged_models(root: Path) -> list[str]:
     A finished job's result (``jobs/*.json``) was trusted on its own, so a checkpoint damaged after it
     (a truncated file, an interrupted copy) was kept and the run marked complete, to fail only at
     ``ensemblize evaluate``. A model ``NAME_seedS`` belongs to the job whose records hold method
-    ``NAME`` and seed ``S`` (what :func:`ensemblize.runner.run_method` writes).
+    ``NAME`` and seed ``S`` (what :func:`ensemblize.runner.run_method` writes). A damaged model that no
+    job result names is a :class:`RunFolderError` (nothing is removed): resuming could not rebuild it.
     """
     from .checkpoint import CheckpointError, verify_checkpoint
 
-    damaged: list[str] = []
+    damaged: dict[str, list[Path]] = {}  # stem -> the job files that wrote it
     for meta in sorted((root / "models").glob("*.json")):
-        stem = meta.with_suffix("")
         try:
-            verify_checkpoint(stem)
+            verify_checkpoint(meta.with_suffix(""))
         except (CheckpointError, FileNotFoundError):
-            meta.unlink(missing_ok=True)
-            stem.with_suffix(".safetensors").unlink(missing_ok=True)
-            damaged.append(stem.name)
-    for name in damaged:
-        m = _MODEL_STEM.match(name)
-        for job_file in sorted((root / "jobs").glob("*.json")) if m else ():
-            try:
-                records = json.loads(job_file.read_text()).get("records", [])
-            except (OSError, ValueError, AttributeError):
-                continue  # a damaged job file runs again anyway
-            if any(
-                isinstance(r, dict) and r.get("method") == m["method"] and str(r.get("seed")) == m["seed"]
-                for r in records
-            ):
-                job_file.unlink(missing_ok=True)
-    return damaged
+            damaged[meta.stem] = _jobs_of(root, meta.stem)
+    orphans = [stem for stem, jobs in damaged.items() if not jobs]
+    if orphans:
+        raise RunFolderError(
+            f"cannot resume {root}: checkpoint(s) {orphans} in models/ fail their integrity check and no "
+            "finished job names them, so resuming would not rebuild them; pass --overwrite to start again"
+        )
+    for stem, jobs in damaged.items():
+        (root / "models" / f"{stem}.json").unlink(missing_ok=True)
+        (root / "models" / f"{stem}.safetensors").unlink(missing_ok=True)
+        for job_file in jobs:
+            job_file.unlink(missing_ok=True)
+    return list(damaged)
+
+
+def _jobs_of(root: Path, stem: str) -> list[Path]:
+    """The ``jobs/*.json`` files whose records hold the method and seed of model ``stem`` (``NAME_seedS``)."""
+    m = _MODEL_STEM.match(stem)
+    found = []
+    for job_file in sorted((root / "jobs").glob("*.json")) if m else ():
+        try:
+            records = json.loads(job_file.read_text()).get("records", [])
+        except (OSError, ValueError, AttributeError):
+            continue  # a damaged job file runs again anyway
+        if any(
+            isinstance(r, dict) and r.get("method") == m["method"] and str(r.get("seed")) == m["seed"]
+            for r in records
+        ):
+            found.append(job_file)
+    return found
 
 
 def _read_json(path: Path, *, missing: str) -> Any:
@@ -313,9 +327,11 @@ class RunFolder:
                 else:
                     child.unlink()
         self.resumed = self.mode == "resume" and (self.path / CONFIG).is_file()
-        (self.path / MANIFEST).unlink(missing_ok=True)
         clean_interrupted(self.path)
-        self.damaged = drop_damaged_models(self.path) if self.resumed else []
+        self.damaged = (
+            drop_damaged_models(self.path) if self.resumed else []
+        )  # may refuse: before any removal
+        (self.path / MANIFEST).unlink(missing_ok=True)
         if self.damaged:
             import warnings
 

@@ -261,7 +261,12 @@ def _refuse_numbers(col: pd.Series, what: str, give: str) -> None:
     """ValueError when a time column holds numbers (or bools): their unit is not in the data."""
     values = col.to_numpy(dtype=object)
     numeric = np.fromiter(
-        (isinstance(v, (Real, np.number, np.bool_)) and not pd.isna(v) for v in values),
+        (
+            isinstance(v, (Real, np.number, np.bool_))
+            and not isinstance(v, (np.datetime64, np.timedelta64))  # numpy counts these as numbers
+            and not pd.isna(v)
+            for v in values
+        ),
         dtype=bool,
         count=len(values),
     )

@@ -6,11 +6,16 @@ A command's ``results.md`` keeps its tables whole; what it prints goes through
 
 from __future__ import annotations
 
+import re
+
 __all__ = ["fit_markdown_tables"]
 
 
+_PIPE = re.compile(r"(?<!\\)\|")  # a cell separator; ``\|`` is a pipe inside a cell
+
+
 def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+    return [c.strip() for c in _PIPE.split(line.strip().strip("|"))]
 
 
 def _render(rows: list[list[str]], columns: list[int]) -> list[str]:
@@ -42,12 +47,15 @@ def fit_markdown_tables(text: str, *, width: int = 100) -> str:
     split by columns into tables that fit, each keeping the first column; other lines unchanged."""
     out: list[str] = []
     block: list[str] = []
+    fenced = False  # inside a ``` code block nothing is a table
     for line in text.splitlines():
-        if line.lstrip().startswith("|"):
+        if not fenced and line.lstrip().startswith("|"):
             block.append(line)
             continue
         out += _split(block, width) if block else []
         block = []
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
         out.append(line)
     out += _split(block, width) if block else []
-    return "\n".join(out)
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")

@@ -59,6 +59,16 @@ def _check_outputs(f: Tensor, g: Tensor, h: Tensor) -> None:
     )
 
 
+class _ChecksOnce:
+    """Mixin: :meth:`_first_call` is True on an instance's first call only (a per-step host sync and
+    float64 copy only to diagnose a model ending in Softmax would be wasted on every later step)."""
+
+    def _first_call(self) -> bool:
+        first = not getattr(self, "_probabilities_checked", False)
+        self._probabilities_checked = True
+        return first
+
+
 def _warn_if_probabilities(loss: str, **tensors: Tensor) -> None:
     """Warn when a tensor the loss reads as logits looks like a softmax's output (a final ``nn.Softmax``
     in the model): the loss would softmax it again and train on flattened predictions. A warning, as
@@ -92,7 +102,9 @@ def _member_ce(logits: Tensor, labels: Tensor) -> Tensor:
     return -logp.gather(-1, idx).squeeze(-1)
 
 
-def _unpack(output: object, labels: object, *, loss: str) -> tuple[Tensor, Tensor, Tensor, Tensor, bool]:
+def _unpack(
+    output: object, labels: object, *, loss: str, check_probs: bool = True
+) -> tuple[Tensor, Tensor, Tensor, Tensor, bool]:
     """Validate a SelectiveOutput + labels; return ``(f (B,M,C), g (B,M), h (B,M,C), y (B,), had_members)``."""
     if not isinstance(output, SelectiveOutput):
         raise TypeError(
@@ -112,14 +124,15 @@ def _unpack(output: object, labels: object, *, loss: str) -> tuple[Tensor, Tenso
         raise ValueError(f"output.logits need at least 2 classes, got shape {tuple(f.shape)}")
     labels = _check_labels_for(labels, f.shape[0], f.shape[-1])
     _check_outputs(f, g, h)
-    _warn_if_probabilities(loss, **{"output.logits": f, "output.aux_logits": h})
+    if check_probs:
+        _warn_if_probabilities(loss, **{"output.logits": f, "output.aux_logits": h})
     members = f.dim() == 3
     if not members:
         f, g, h = f.unsqueeze(1), g.unsqueeze(1), h.unsqueeze(1)
     return f, g, h, labels, members
 
 
-class SelectiveNetLoss(nn.Module):
+class SelectiveNetLoss(_ChecksOnce, nn.Module):
     """The SelectiveNet objective (Geifman & El-Yaniv, 2019).
 
     ``L = α · (r̂(f, g) + λ · max(0, c − φ̂(g))²) + (1 − α) · CE(h)``, with ``ℓ_f`` the per-sample
@@ -195,7 +208,7 @@ class SelectiveNetLoss(nn.Module):
 
     def forward(self, output: SelectiveOutput, labels: Tensor) -> Tensor:
         """``(SelectiveOutput, labels (B,)) -> scalar``; members are averaged."""
-        f, g, h, y, _ = _unpack(output, labels, loss=type(self).__name__)
+        f, g, h, y, _ = _unpack(output, labels, loss=type(self).__name__, check_probs=self._first_call())
         return self._finish(self._selectivenet_terms(f, g, h, y))
 
 
@@ -280,7 +293,9 @@ class SyncLoss(SelectiveNetLoss):
 
     def forward(self, output: SelectiveOutput, labels: Tensor, *, prior: Tensor | None = None) -> Tensor:
         """``(SelectiveOutput, labels (B,)[, prior]) -> scalar``; members are averaged."""
-        f, g, h, y, had_members = _unpack(output, labels, loss=type(self).__name__)
+        f, g, h, y, had_members = _unpack(
+            output, labels, loss=type(self).__name__, check_probs=self._first_call()
+        )
         terms = self._selectivenet_terms(f, g, h, y)
         if prior is not None:
             target = self.score_fn(self._prior_probs(prior, f, had_members))  # (B, M) or (B, 1)
@@ -298,7 +313,7 @@ class SyncLoss(SelectiveNetLoss):
         return self._finish(terms)
 
 
-class DeepGamblersLoss(nn.Module):
+class DeepGamblersLoss(_ChecksOnce, nn.Module):
     """Deep Gamblers (Liu et al., 2019): a ``K + 1``-way classifier whose last output abstains.
 
     With ``p = softmax(z)`` over ``K + 1`` logits and reward ``o`` (``1 < o <= K``)::
@@ -381,7 +396,8 @@ class DeepGamblersLoss(nn.Module):
             raise ValueError(
                 f"logits contain {int((~torch.isfinite(logits)).sum())} non-finite value(s) (NaN or inf)"
             )
-        _warn_if_probabilities(type(self).__name__, logits=logits)
+        if self._first_call():
+            _warn_if_probabilities(type(self).__name__, logits=logits)
         e = self.epoch if epoch is None else self._check_epoch(epoch)
         z = logits if logits.dim() == 3 else logits.unsqueeze(1)  # (B, M, K+1)
         warm = e < self.warmup_epochs

@@ -536,8 +536,10 @@ def _refuse_sequence_first_transformers(backbone: nn.Module) -> None:
                 f"{where} is a sequence-first {type(module).__name__} (batch_first=False) and its norm "
                 f"layer(s) {norms} would become σNorm: σN-Ens needs every converted norm to see the batch "
                 "on axis 0, and attention over a sequence-first axis would mix the members. Build the "
-                "layer with batch_first=True (and give it (B, T, D)), or keep its norms plain with "
-                "sigma_ensemble(..., layers=...)"
+                "layer with batch_first=True and give the model (B, T, D). (Only a batch-first model that "
+                "transposes for this layer may instead keep the layer's norms plain with layers=...; a model "
+                "that takes (T, B, D) cannot be a σN ensemble, whatever is converted: the members would be "
+                "repeated along T)"
             )
 
 

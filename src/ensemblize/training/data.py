@@ -267,7 +267,7 @@ class IndexedSource(Source):
             self.dataset = data
         else:
             raise TypeError(
-                f"{name} must be a tensor X (prediction), an (X, y) pair of tensors, a dict of tensors, a "
+                f"{name} must be a tensor X (predict only), an (X, y) pair of tensors, a dict of tensors, a "
                 f"sized torch Dataset or a DataLoader, got {_describe(data)}"
             )
         self.n = len(self.dataset) if self.dataset is not None else self._rows

@@ -219,10 +219,11 @@ def fit(
     initialised process group) the model is wrapped in DistributedDataParallel and only rank 0
     writes files or progress; see :mod:`ensemblize.training.distributed`.
 
-    Modes: every epoch puts the model in train mode, except the submodules that were in eval mode
-    inside a model in train mode when ``fit`` was called (a BatchNorm frozen for a fine-tune): they
-    stay in eval mode, their running statistics untouched. A model passed wholly in eval mode
-    (``model.eval()``) is trained as usual.
+    Modes: every epoch puts the model in train mode, except layers the caller froze — in a model in
+    train mode, a top-most submodule in eval mode with no trainable parameters (a BatchNorm frozen for a
+    fine-tune: ``.eval()`` and ``requires_grad_(False)``) stays in eval mode, its running statistics
+    untouched, and a warning names it. A submodule in eval mode with trainable parameters (a pretrained
+    backbone loaded in eval mode) and a model passed wholly in eval mode train in train mode as usual.
     """
     check_module(model, name="model")
     opts = check_options(locals())

@@ -82,6 +82,36 @@ def _probe(module: nn.Module, source: Source, device: torch.device) -> tuple[Any
     return out, y
 
 
+def _frozen_eval_layers(module: nn.Module) -> tuple[nn.Module, ...]:
+    """The layers a caller froze: in a model in train mode, each top-most submodule in eval mode whose
+    parameters are all frozen (``requires_grad=False``) or that has none — a BatchNorm whose statistics
+    a fine-tune keeps. A submodule in eval mode with trainable parameters (a pretrained backbone loaded
+    in eval mode, then given a new head) trains in train mode as before; so does a model wholly in eval mode.
+    """
+    if not module.training:
+        return ()
+    kept: list[tuple[str, nn.Module]] = []
+    tops: list[str] = []  # top-most submodules in eval mode: their own children are not looked at
+    for name, m in module.named_modules():  # parents before children
+        if m.training or any(name.startswith(t + ".") for t in tops):
+            continue
+        tops.append(name)
+        if not any(p.requires_grad for p in m.parameters()):
+            kept.append((name, m))
+    if kept:
+        import warnings
+
+        names = [k for k, _ in kept]
+        warnings.warn(
+            f"fit keeps {len(names)} frozen layer(s) in eval mode (eval mode and no trainable parameters "
+            f"when fit was called): {names[:5]}{' …' if len(names) > 5 else ''}; call .train() on them first "
+            "to train them in train mode",
+            UserWarning,
+            stacklevel=4,
+        )
+    return tuple(m for _, m in kept)
+
+
 def _probe_val(module: nn.Module, source: Source, device: torch.device) -> tuple[Any, Tensor | None]:
     """:func:`_probe` on the validation data, a model error there named as such."""
     try:
@@ -353,7 +383,5 @@ def make_run(o: dict, module: nn.Module, train: Source, val: Source | None, devi
         member_order=info["members"] if o["per_member_batches"] else None, monitor=monitor,
         patience=o["early_stopping_patience"], config=config, device=device, ctx=ctx, callbacks=o["callbacks"],
         val_metrics=o["val_metrics"],
-        # a model in train mode with some layers in eval mode: the caller froze them (e.g. BatchNorm
-        # statistics for a fine-tune); a model wholly in eval mode is simply trained
-        eval_kept=tuple(m for m in module.modules() if not m.training) if module.training else (),
+        eval_kept=_frozen_eval_layers(module),
     )  # fmt: skip
