@@ -28,8 +28,11 @@ def test_an_object_column_of_numbers_is_numeric_not_one_category_per_value():
         boxed = LoMETabClassifier(**TINY, random_state=0).fit(as_object, y)
     assert boxed.preprocessor_.categorical_ == ["s"]
     np.testing.assert_array_equal(boxed.predict_proba(as_object), plain.predict_proba(X))
-    # strings stay categories: they are never parsed as numbers here
-    strings = LoMETabClassifier(**TINY, random_state=0).fit(X.assign(a=X["a"].round(1).astype(str)), y)
+    # strings stay categories: they are never parsed as numbers here (and a warning says so)
+    from ensemblize.data.table_preprocessing import NumericTextWarning
+
+    with pytest.warns(NumericTextWarning, match=r"\('a': \d+ levels, 100% numbers"):
+        strings = LoMETabClassifier(**TINY, random_state=0).fit(X.assign(a=X["a"].round(1).astype(str)), y)
     assert "a" in strings.preprocessor_.categorical_
 
 
