@@ -168,6 +168,17 @@ def test_a_shared_study_refuses_a_job_it_was_not_made_for(tmp_path):
     again = tune(LoMETabClassifier(**TINY, verbose=True), X, y, n_trials=2, search_space=_space(),
                  storage=journal, study_name="s", refit=False)  # fmt: skip
     assert len(again.study.trials) == 2  # the same job joins and adds one trial
+    # an empty study made beforehand with the wrong direction (optuna create-study defaults to
+    # minimize) was optimised the wrong way round: accuracy minimised, its worst trial refitted
+    import optuna
+
+    from ensemblize.tabular.tuning import _storage
+
+    made = str(tmp_path / "made.log")
+    optuna.create_study(study_name="e", storage=_storage(made), direction="minimize")
+    with pytest.raises(ValueError, match=r"study 'e' optimises in direction 'minimize', but metric 'accuracy' needs 'maximize'"):
+        tune(LoMETabClassifier(**TINY), X, y, n_trials=1, metric="accuracy", search_space=_space(),
+             storage=made, study_name="e")  # fmt: skip
 
 
 def test_a_class_seen_once_stays_in_the_tuning_training_rows():

@@ -465,7 +465,9 @@ def _claim_study(study: Any, identity: dict[str, Any]) -> None:
     stored_direction = study.direction.name.lower()
     saved = study.user_attrs.get(_IDENTITY_KEY)
     if saved is None:
-        if stored_direction != identity["direction"] and study.get_trials(deepcopy=False):
+        # an empty study too: one made beforehand (`optuna create-study` defaults to minimize) would
+        # otherwise be optimised the wrong way round, its worst trial refitted as the best
+        if stored_direction != identity["direction"]:
             raise ValueError(
                 f"study {study.study_name!r} optimises in direction {stored_direction!r}, but metric "
                 f"{identity['metric']!r} needs {identity['direction']!r}; use another study_name"
