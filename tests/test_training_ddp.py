@@ -50,6 +50,8 @@ def test_torchrun_two_processes(tmp_path: Path) -> None:
     assert result["predict_max_abs_diff"] < 1e-6
     # DDP kept the replicas identical
     assert result["checksums"][0] == result["checksums"][1]
+    # ... also with weight averaging, running statistics included
+    assert result["ema_checksums"][0] == result["ema_checksums"][1]
 
     # only rank 0 wrote checkpoints and progress
     assert sorted(p.name for p in (tmp_path / "rank0" / "ckpt").iterdir()) == [

@@ -448,6 +448,8 @@ def _train_epoch(run: Run, st: R.LoopState, o: dict) -> tuple[float, float | Non
             group["lr"] = group_lr(group, lr_now)
         sums += _step(run, batch, o["grad_clip"])
     D.broadcast_buffers(run.module, run.ctx)  # rank 0's BatchNorm statistics everywhere
+    if run.ema is not None:  # the average holds running statistics too, updated from each rank's own
+        D.broadcast_buffers(run.ema.averaged, run.ctx)
     sums = D.all_reduce_sum(sums.cpu(), run.ctx)
     train_loss = float(sums[0] / sums[2])
     if not math.isfinite(train_loss):
