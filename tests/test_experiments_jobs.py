@@ -236,6 +236,38 @@ def test_an_unreachable_scheduler_is_named_before_the_run_folder_is_made(tmp_pat
     assert res.exit_code == 2 and "cannot reach a Dask scheduler" in flat and not out.exists()
 
 
+def test_a_service_that_is_not_a_dask_scheduler_is_named_before_the_run_folder_is_made(tmp_path):
+    """Another service on the port (the dashboard's 8787, a web server) hung the run without a word,
+    after its run folder was made."""
+    import socket
+    import threading
+    import time
+
+    from ensemblize.experiments.jobs import OptionError, check_scheduler
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+
+    def answer_like_a_web_server():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+
+    threading.Thread(target=answer_like_a_web_server, daemon=True).start()
+    try:
+        start = time.perf_counter()
+        with pytest.raises(OptionError, match=r"accepts connections but is not a Dask scheduler"):
+            check_scheduler(f"tcp://127.0.0.1:{port}", timeout=2.0)
+        assert time.perf_counter() - start < 20
+    finally:
+        server.close()
+
+
 def threads_job(*, n: int) -> list[dict]:
     import torch
 

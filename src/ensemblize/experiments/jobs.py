@@ -346,7 +346,7 @@ def make_executor(*, workers: int | None = None, scheduler: str | None = None) -
             raise ImportError(
                 "--scheduler needs Dask distributed, an optional extra: pip install 'ensemblize[dask]'"
             ) from exc
-        client = Client(scheduler)
+        client = Client(scheduler, timeout=30)  # checked by check_scheduler; a bound if it went away since
         try:
             yield client.get_executor(pure=False)
         finally:
@@ -668,7 +668,9 @@ def check_scheduler(address: str, *, timeout: float = 5.0) -> None:
     """OptionError unless a TCP connection to the Dask scheduler at ``address`` opens within ``timeout`` s.
 
     ``tcp://host:port`` / ``host:port`` addresses are probed (other protocols are left to Dask), so a
-    typo or a stopped scheduler is named at once instead of after Dask's own 30 s connect timeout.
+    typo or a stopped scheduler is named at once instead of after Dask's own 30 s connect timeout; an
+    address that accepts the connection must then complete Dask's handshake within ``timeout`` s
+    (another service on that port is refused, not waited on).
     """
     import socket
     from urllib.parse import urlsplit
@@ -688,6 +690,23 @@ def check_scheduler(address: str, *, timeout: float = 5.0) -> None:
         raise OptionError(
             "--scheduler",
             f"cannot reach a Dask scheduler at {text!r} ({exc.strerror or exc}); is it running?",
+        ) from None
+    # something answers: make sure it speaks Dask (the dashboard's port 8787, or any other service,
+    # hung the run without a word, or failed with a multi-exabyte allocation reading its reply)
+    try:
+        from distributed import Client
+    except ImportError as exc:
+        raise ImportError(
+            "--scheduler needs Dask distributed, an optional extra: pip install 'ensemblize[dask]'"
+        ) from exc
+    try:
+        Client(text, timeout=timeout).close()
+    except Exception as exc:  # noqa: BLE001 - any failure to talk to it means it is not a usable scheduler
+        raise OptionError(
+            "--scheduler",
+            f"{text!r} accepts connections but is not a Dask scheduler, or did not answer within {timeout:g} s "
+            f"({type(exc).__name__}); give the scheduler's address (port 8786 by default, not the dashboard's "
+            "8787)",
         ) from None
 
 
