@@ -438,3 +438,21 @@ def test_repeated_float_options_are_refused_before_a_run_folder_is_written():
     with pytest.raises(OptionError, match=r"repeated values: \[0.5, 0.5\]"):
         floats([0.5, 0.5], option="--targets", high=1.0)
     assert floats([0.5, 0.7], option="--targets", high=1.0) == [0.5, 0.7]
+
+
+def test_an_occupied_folder_under_torchrun_says_what_can_be_done(tmp_path, monkeypatch):
+    """The run folder said "pass --resume", which torchrun then refused: an interrupted torchrun run
+    had no way forward the message named."""
+    from ensemblize.experiments.jobs import experiment_folder
+    from ensemblize.run_folder import RunFolderError
+
+    out = tmp_path / "run"
+    for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"}.items():
+        monkeypatch.setenv(key, value)
+    with experiment_folder(out, experiment="x", settings={"a": 1}):
+        pass  # an earlier run (here: finished) in --out
+    with pytest.raises(
+        RunFolderError, match=r"cannot be resumed \(--resume needs one process\); pass --overwrite"
+    ):
+        with experiment_folder(out, experiment="x", settings={"a": 1}):
+            pass
