@@ -901,13 +901,24 @@ def _markdown_table(frame) -> str:
     return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *rows])
 
 
+def _budget_text(budget: dict[str, Any]) -> str:
+    """``{"seconds": 20.0, "n_trials": None}`` -> ``20 s`` (and / or ``N trials``)."""
+    parts = []
+    if budget.get("seconds") is not None:
+        parts.append(f"{budget['seconds']:g} s")
+    if budget.get("n_trials") is not None:
+        parts.append(f"{budget['n_trials']} trials")
+    return " or ".join(parts) + (", whichever comes first" if len(parts) == 2 else "")
+
+
 def _report_markdown(report: dict[str, Any], trials_md: str) -> str:
+    states = ", ".join(f"{n} {state.lower()}" for state, n in report["trial_states"].items())
     lines = [
         f"# ensemblize tune: {report['csv']} → {report['target']} ({report['task']})",
         "",
         f"- estimator: {report['estimator']}; rows: {report['rows']} "
         f"(tuning-train {report['rows_train']}, validation {report['rows_val']}, test {report['rows_test']})",
-        f"- budget: {report['budget']}; trials: {report['trial_states']}; seconds: {report['seconds']:.1f}",
+        f"- budget: {_budget_text(report['budget'])}; trials: {states}; seconds: {report['seconds']:.1f}",
         f"- validation {report['metric']} of the best trial: {report['best_value']:.6g}",
         f"- the fitted model: `{report['load_with']}`",
         "- test: " + ", ".join(f"{k} {v:.6g}" for k, v in report["test"].items()),
