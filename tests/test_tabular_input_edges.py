@@ -176,7 +176,10 @@ def test_a_shared_study_refuses_a_job_it_was_not_made_for(tmp_path):
 
     made = str(tmp_path / "made.log")
     optuna.create_study(study_name="e", storage=_storage(made), direction="minimize")
-    with pytest.raises(ValueError, match=r"study 'e' optimises in direction 'minimize', but metric 'accuracy' needs 'maximize'"):
+    with pytest.raises(
+        ValueError,
+        match=r"study 'e' optimises in direction 'minimize', but metric 'accuracy' needs 'maximize'",
+    ):
         tune(LoMETabClassifier(**TINY), X, y, n_trials=1, metric="accuracy", search_space=_space(),
              storage=made, study_name="e")  # fmt: skip
 

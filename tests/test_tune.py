@@ -285,7 +285,9 @@ def test_tune_csv_writes_the_model_and_a_report(tmp_path):
     assert len(pd.read_csv(out / "trials.csv")) == 2
     assert json.loads((out / "report.json").read_text())["best_params"] == rep["best_params"]
     assert "## Best hyper-parameters" in (out / "report.md").read_text()
-    assert "- budget: 2 trials; trials: 2 complete; seconds: " in (out / "report.md").read_text()  # not raw dicts
+    assert (
+        "- budget: 2 trials; trials: 2 complete; seconds: " in (out / "report.md").read_text()
+    )  # not raw dicts
     # the reported test scores are the saved model's on the held-out rows
     model = LoMETabClassifier.load(out / "model")
     Xf, yf = frame.drop(columns=["label"]), frame["label"]
