@@ -58,3 +58,20 @@ def test_version_and_the_listing_header_name_what_exists():
     header = CliRunner().invoke(app, ["datasets"]).output
     assert "experiment image" not in header and "--dataset of run" not in header
     assert "suite: yes = in the default benchmark" in header
+
+
+def test_an_interrupted_run_command_exits_130_and_says_how_to_continue(capsys, monkeypatch):
+    """Ctrl-C ended a run with exit code 130 and nothing said about the jobs already finished."""
+    import pytest
+    import typer
+
+    from ensemblize.cli import _clean_errors
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(typer.Exit) as exit_info, _clean_errors():
+        raise KeyboardInterrupt
+    assert exit_info.value.exit_code == 130
+    assert "run the same command with --resume to continue" in capsys.readouterr().err
+    with pytest.raises(typer.Exit), _clean_errors(folder_hint="'RUN_DIR'"):  # evaluate / report: no resume
+        raise KeyboardInterrupt
+    assert capsys.readouterr().err.strip() == "interrupted"

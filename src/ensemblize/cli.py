@@ -396,6 +396,20 @@ def _clean_errors(folder_hint: str = "'--out'") -> Iterator[None]:
 
     try:
         yield
+    except KeyboardInterrupt:
+        from .experiments.jobs import torchrun_rank
+
+        resumable = folder_hint == "'--out'" and torchrun_rank()[1] == 1  # a run command, one process
+        typer.echo(
+            "\ninterrupted"
+            + (
+                ": the jobs that finished are kept in --out; run the same command with --resume to continue"
+                if resumable
+                else ""
+            ),
+            err=True,
+        )
+        raise typer.Exit(130) from None
     except OptionError as exc:
         raise typer.BadParameter(exc.message, param_hint=f"'{exc.option}'") from None
     except (RunFolderError, RunFolderBusy) as exc:
