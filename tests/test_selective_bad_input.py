@@ -238,14 +238,20 @@ def test_probabilities_given_as_logits_warn_in_every_selective_loss():
     torch.manual_seed(0)
     y = torch.randint(0, 3, (6,))
     probs = torch.randn(6, 4).softmax(-1)
-    with pytest.warns(UserWarning, match=r"DeepGamblersLoss: logits look like probabilities"):
+    with pytest.warns(
+        UserWarning, match=r"DeepGamblersLoss \(logits\): the model's outputs look like probabilities"
+    ):
         DeepGamblersLoss(2.0)(probs, y)
     p3 = torch.randn(6, 3).softmax(-1)
     for make in (lambda: SelectiveNetLoss(0.5), lambda: SyncLoss(0.5, 1.0)):
         name = type(make()).__name__
-        with pytest.warns(UserWarning, match=rf"{name}: output.logits look like probabilities"):
+        with pytest.warns(
+            UserWarning, match=rf"{name} \(output.logits\): the model's outputs look like probabilities"
+        ):
             make()(SelectiveOutput(p3, torch.rand(6), torch.randn(6, 3)), y)
-        with pytest.warns(UserWarning, match=rf"{name}: output.aux_logits look like probabilities"):
+        with pytest.warns(
+            UserWarning, match=rf"{name} \(output.aux_logits\): the model's outputs look like probabilities"
+        ):
             make()(SelectiveOutput(torch.randn(6, 3), torch.rand(6), p3), y)
     # checked on a loss's first call only: no per-step host sync for a diagnosis
     loss = DeepGamblersLoss(2.0)

@@ -12,7 +12,6 @@ the batch and the loss is the mean over members. ``M = 1`` reproduces the plain 
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 from torch import Tensor, nn
@@ -25,10 +24,10 @@ from .._checks import (
     check_int,
     check_labels,
     check_positive,
-    looks_like_probabilities,
 )
 from ..metrics._validate import probabilities as check_probabilities
 from ..metrics.confidence import _negative_entropy, _softmax_power, _softmax_response
+from ..training.outputs import warn_if_probabilities
 from .net import SelectiveOutput
 
 __all__ = ["SelectiveNetLoss", "SyncLoss", "DeepGamblersLoss"]
@@ -67,21 +66,6 @@ class _ChecksOnce:
         first = not getattr(self, "_probabilities_checked", False)
         self._probabilities_checked = True
         return first
-
-
-def _warn_if_probabilities(loss: str, **tensors: Tensor) -> None:
-    """Warn when a tensor the loss reads as logits looks like a softmax's output (a final ``nn.Softmax``
-    in the model): the loss would softmax it again and train on flattened predictions. A warning, as
-    ``fit`` gives, not an error: a training step should not die on a coincidence."""
-    for name, t in tensors.items():
-        if looks_like_probabilities(t):
-            warnings.warn(
-                f"{loss}: {name} look like probabilities (entries in [0, 1], rows summing to 1), but they are "
-                "read as logits and softmax is applied again, which flattens every prediction. Return the "
-                "model's raw outputs (remove a final Softmax)",
-                UserWarning,
-                stacklevel=2,
-            )
 
 
 def _check_labels_for(labels: object, batch: int, num_classes: int) -> Tensor:
@@ -125,7 +109,8 @@ def _unpack(
     labels = _check_labels_for(labels, f.shape[0], f.shape[-1])
     _check_outputs(f, g, h)
     if check_probs:
-        _warn_if_probabilities(loss, **{"output.logits": f, "output.aux_logits": h})
+        warn_if_probabilities(f, where=f"{loss} (output.logits)")
+        warn_if_probabilities(h, where=f"{loss} (output.aux_logits)")
     members = f.dim() == 3
     if not members:
         f, g, h = f.unsqueeze(1), g.unsqueeze(1), h.unsqueeze(1)
@@ -397,7 +382,7 @@ class DeepGamblersLoss(_ChecksOnce, nn.Module):
                 f"logits contain {int((~torch.isfinite(logits)).sum())} non-finite value(s) (NaN or inf)"
             )
         if self._first_call():
-            _warn_if_probabilities(type(self).__name__, logits=logits)
+            warn_if_probabilities(logits, where=f"{type(self).__name__} (logits)")
         e = self.epoch if epoch is None else self._check_epoch(epoch)
         z = logits if logits.dim() == 3 else logits.unsqueeze(1)  # (B, M, K+1)
         warm = e < self.warmup_epochs
