@@ -235,9 +235,18 @@ class RunFolder:
         config: the run's configuration, JSON-serialisable; stored as ``run.json`` on entry.
         mode: ``"new"`` (refuse a non-empty folder), ``"resume"`` (continue the same configuration)
             or ``"overwrite"`` (empty the folder first).
+        cannot_resume: why a run here could not be resumed (e.g. under torchrun), said instead of
+            advising ``--resume`` when ``mode="new"`` finds a run; ``None``: it can be.
     """
 
-    def __init__(self, path: str | os.PathLike, *, config: Mapping[str, Any], mode: str = "new") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        config: Mapping[str, Any],
+        mode: str = "new",
+        cannot_resume: str | None = None,
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
         if not isinstance(config, Mapping):
@@ -245,6 +254,7 @@ class RunFolder:
         self.path = Path(path)
         self.config = dict(config)
         self.mode = mode
+        self.cannot_resume = cannot_resume
         self.resumed = False
         self.damaged: list[str] = []
         self._lock_fd: int | None = None
@@ -264,8 +274,10 @@ class RunFolder:
             )
         if self.mode == "new" and self._occupied():
             raise RunFolderError(
-                f"--out {self.path} already holds a run; pass --resume to continue it "
-                "or --overwrite to replace it"
+                f"--out {self.path} already holds a run; pass --resume to continue it or --overwrite to replace it"
+                if self.cannot_resume is None
+                else f"--out {self.path} already holds a run, and {self.cannot_resume}; pass --overwrite to "
+                "replace it or choose another --out"
             )
         if self.mode == "resume" and self._occupied():
             self._check_same_config()

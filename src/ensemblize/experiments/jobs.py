@@ -710,21 +710,6 @@ def check_scheduler(address: str, *, timeout: float = 5.0) -> None:
         ) from None
 
 
-def _refuse_occupied_under_torchrun(folder: Any) -> None:
-    """The run folder's "pass --resume" advice cannot be followed under torchrun: say what can."""
-    from ..run_folder import RunFolderError
-
-    try:
-        folder.check()
-    except RunFolderError as exc:
-        if "already holds a run" not in str(exc):
-            raise
-        raise RunFolderError(
-            f"--out {folder.path} already holds a run, and a run under torchrun cannot be resumed "
-            "(--resume needs one process); pass --overwrite to replace it or choose another --out"
-        ) from None
-
-
 @contextlib.contextmanager
 def experiment_folder(
     out: str | Path, *, experiment: str, settings: Mapping[str, Any], execution: Execution | None = None
@@ -750,8 +735,10 @@ def experiment_folder(
     config = {"experiment": experiment, **_canonical(dict(settings), where="settings")}
     if world > 1:  # data-parallel training is another configuration: a resume must not mix world sizes
         config["world_size"] = world
-        _refuse_occupied_under_torchrun(RunFolder(out, config=config, mode=mode))
-    with RunFolder(out, config=config, mode=mode) as folder:
+    cannot_resume = (
+        "a run under torchrun cannot be resumed (--resume needs one process)" if world > 1 else None
+    )
+    with RunFolder(out, config=config, mode=mode, cannot_resume=cannot_resume) as folder:
         _record_environment(folder.path)
         if ex.executor is None and not ex.workers and ex.scheduler is None:
             import torch
