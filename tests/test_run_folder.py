@@ -190,6 +190,12 @@ def test_resume_removes_a_damaged_model_and_reruns_the_job_that_wrote_it(tmp_pat
     ]
     assert sorted(p.name for p in (out / "jobs").iterdir()) == ["b.json"]  # job a runs again
     assert drop_damaged_models(out) == []  # intact checkpoints are kept
+    from ensemblize.run_folder import _MODEL_STEM, model_stem  # the runner's naming, read back
+
+    assert _MODEL_STEM.match(model_stem("sigma_ens_seed", 12)).groupdict() == {
+        "method": "sigma_ens_seed",
+        "seed": "12",
+    }
     # a damaged model that no finished job names: refused, nothing removed (resuming could not rebuild it)
     save_checkpoint(out / "models" / "other_seed3", {"w": torch.ones(2)}, {"format": "x"})
     with open(out / "models" / "other_seed3.safetensors", "r+b") as f:

@@ -37,6 +37,7 @@ import json
 import os
 import re
 import shutil
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ __all__ = [
     "RunFolderError",
     "read_manifest",
     "drop_damaged_models",
+    "model_stem",
     "config_differences",
     "MANIFEST",
     "CONFIG",
@@ -137,6 +139,11 @@ def clean_interrupted(root: Path) -> list[Path]:
 _MODEL_STEM = re.compile(r"^(?P<method>.+)_seed(?P<seed>\d+)$")
 
 
+def model_stem(method: str, seed: int) -> str:
+    """The file stem of a run's model checkpoint in ``models/`` (:data:`_MODEL_STEM` reads it back)."""
+    return f"{method}_seed{seed}"
+
+
 def drop_damaged_models(root: Path) -> list[str]:
     """Before a resume: remove every ``models/`` checkpoint that fails its own integrity check, and the
     saved result of the job that wrote it, so that job runs again; return the removed models' stems.
@@ -171,9 +178,11 @@ def drop_damaged_models(root: Path) -> list[str]:
 
 def _jobs_of(root: Path, stem: str) -> list[Path]:
     """The ``jobs/*.json`` files whose records hold the method and seed of model ``stem`` (``NAME_seedS``)."""
+    from .experiments.jobs import JOBS_DIR
+
     m = _MODEL_STEM.match(stem)
     found = []
-    for job_file in sorted((root / "jobs").glob("*.json")) if m else ():
+    for job_file in sorted((root / JOBS_DIR).glob("*.json")) if m else ():
         try:
             records = json.loads(job_file.read_text()).get("records", [])
         except (OSError, ValueError, AttributeError):
@@ -340,13 +349,10 @@ class RunFolder:
                     child.unlink()
         self.resumed = self.mode == "resume" and (self.path / CONFIG).is_file()
         clean_interrupted(self.path)
-        self.damaged = (
-            drop_damaged_models(self.path) if self.resumed else []
-        )  # may refuse: before any removal
+        # before the manifest goes: drop_damaged_models may refuse the resume
+        self.damaged = drop_damaged_models(self.path) if self.resumed else []
         (self.path / MANIFEST).unlink(missing_ok=True)
         if self.damaged:
-            import warnings
-
             warnings.warn(
                 f"resuming {self.path}: checkpoint(s) {self.damaged} failed their integrity check and were "
                 "removed; the jobs that wrote them run again",

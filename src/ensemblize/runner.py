@@ -29,6 +29,7 @@ from .models.ensembles import count_parameters
 from .models.registry import build_ensemble, build_model
 from .models.temperature_scaling import TemperatureScaled, fit_temperature
 from .report.results import Record
+from .run_folder import model_stem
 from .sigma.convert import DEFAULT_NOISE, NormSelection, sigma_ensemble
 from .sigma.gate_sharing import sharing
 from .sigma.regularizer import softmax_temperature_loss
@@ -250,7 +251,7 @@ def run_method(
         extra["temperature"] = temperature
     train_seconds = time.perf_counter() - start
     if out is not None and D.current().is_main:  # under torchrun only rank 0 writes
-        save_method(module, spec, splits, seed=seed, path=Path(out) / "models" / f"{spec.name}_seed{seed}")
+        save_method(module, spec, splits, seed=seed, path=Path(out) / "models" / model_stem(spec.name, seed))
     evaluation = evaluate_classifier(
         module, splits, spec=eval_spec, seed=seed, extra_ood=extra_ood, device=device
     )
