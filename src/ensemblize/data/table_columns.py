@@ -259,22 +259,19 @@ def _unparsed(col: pd.Series, parsed: pd.Series, what: str) -> ValueError | None
 
 def _refuse_numbers(col: pd.Series, what: str, give: str) -> None:
     """ValueError when a time column holds numbers (or bools): their unit is not in the data."""
-    values = col.to_numpy(dtype=object)
-    numeric = np.fromiter(
-        (
-            isinstance(v, (Real, np.number, np.bool_))
-            and not isinstance(v, (np.datetime64, np.timedelta64))  # numpy counts these as numbers
-            and not pd.isna(v)
-            for v in values
-        ),
-        dtype=bool,
-        count=len(values),
-    )
-    if numeric.any():
-        example = values[np.flatnonzero(numeric)[0]]
+    kind = pd.api.types.infer_dtype(col, skipna=True)  # one pass in C; per value only for mixed columns
+    if kind in ("string", "empty", "datetime", "datetime64", "date", "timedelta", "timedelta64", "period"):
+        return
+    values = col.dropna().to_numpy(dtype=object)
+    numeric = [
+        v
+        for v in values
+        if isinstance(v, (Real, np.number, np.bool_)) and not isinstance(v, (np.datetime64, np.timedelta64))
+    ]  # numpy counts its time scalars as numbers
+    if numeric:
         raise ValueError(
             f"column {str(col.name)!r} was fitted as {what} but holds numbers (dtype {col.dtype}, e.g. "
-            f"{example!r}; {int(numeric.sum())} value(s)): a number's unit is not in the data and would be "
+            f"{numeric[0]!r}; {len(numeric)} value(s)): a number's unit is not in the data and would be "
             f"read as nanoseconds. Give {give}"
         )
 
