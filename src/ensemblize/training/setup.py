@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,8 +100,6 @@ def _frozen_eval_layers(module: nn.Module) -> tuple[nn.Module, ...]:
         if not any(p.requires_grad for p in m.parameters()):
             kept.append((name, m))
     if kept:
-        import warnings
-
         names = [k for k, _ in kept]
         warnings.warn(
             f"fit keeps {len(names)} frozen layer(s) in eval mode (eval mode and no trainable parameters "
