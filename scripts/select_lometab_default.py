@@ -87,6 +87,8 @@ def _estimator(method: str, task: str, setting: dict[str, Any] | None):
     reg = task == "regression"
     if method == "lometab":
         cls = tab.LoMETabRegressor if reg else tab.LoMETabClassifier
+        if reg:  # the regressor has no classification-only knobs (it always monitors the RMSE)
+            setting = {k: v for k, v in (setting or {}).items() if k not in CLASSIFICATION_ONLY}
         return cls(random_state=0, **QUICK, **(setting or {}))
     if method == "tabm":
         cls = tab.TabMRegressor if reg else tab.TabMClassifier

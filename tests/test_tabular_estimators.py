@@ -316,6 +316,20 @@ def test_monitor_picks_the_epoch_of_best_validation_accuracy_or_nll():
         LoMETabClassifier(**TINY, monitor="bogus").fit(Xtr, ytr)
 
 
+def test_the_regressor_has_no_monitor_and_loads_files_that_saved_one(tmp_path):
+    # the regressor always early-stops on RMSE: a monitor it would ignore is refused, not stored
+    assert "monitor" not in LoMETabRegressor().get_params()
+    with pytest.raises(TypeError, match="monitor"):
+        LoMETabRegressor(monitor="log_loss")
+    X = np.random.default_rng(0).normal(size=(120, 3))
+    y = X[:, 0] - X[:, 1]
+    est = LoMETabRegressor(**{**TINY, "max_epochs": 2}).fit(X, y)
+    est._fitted_params_["monitor"] = "accuracy"  # as a file written by an earlier version holds it
+    back = LoMETabRegressor.load(est.save(tmp_path / "old"))
+    assert "monitor" not in back.get_params()
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+
+
 # ------------------------------------------------------------------------------------------------
 # mixed data frames
 # ------------------------------------------------------------------------------------------------

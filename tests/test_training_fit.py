@@ -67,6 +67,10 @@ def test_member_cross_entropy_is_the_mean_over_members_of_ce():
     torch.testing.assert_close(member_cross_entropy(z, y), manual)
     # a (B, C) output is one member
     torch.testing.assert_close(member_cross_entropy(z[:, 0], y), F.cross_entropy(z[:, 0], y))
+    # narrow integer indices are read as int64; bool labels are refused, as fit and the metrics refuse them
+    torch.testing.assert_close(member_cross_entropy(z, y.to(torch.uint8)), manual)
+    with pytest.raises(ValueError, match=r"torch\.bool.*targets\.long\(\)"):
+        member_cross_entropy(z[:, :, :2], y < 2)
 
 
 def test_val_nll_is_nll_of_mean_probability_and_predict_matches_softmax():

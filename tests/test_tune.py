@@ -562,3 +562,29 @@ def test_an_rdb_storage_that_cannot_be_opened_is_one_error_naming_it(tmp_path):
     url = f"sqlite:///{tmp_path}/missing/x.db"
     with pytest.raises(ValueError, match=r"storage 'sqlite:///.*cannot be opened: .*missing does not exist"):
         _storage(url)
+
+
+def test_progress_prints_one_line_per_trial_with_its_score_and_the_best(capsys, monkeypatch):
+    import ensemblize.training.progress as P
+
+    monkeypatch.setattr(P, "interactive", lambda: False)  # a log file: one line per trial
+    X, y = np.zeros((50, 2)), np.zeros(50)
+    qualities = iter([0.5, 0.2, 0.9])
+    space = lambda trial: {"quality": next(qualities), "epochs": 2}  # noqa: E731
+    r = tune(EpochToy(), X, y, n_trials=3, search_space=space, metric="rmse", refit=False,
+             pruner=optuna.pruners.NopPruner())  # fmt: skip
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("tune [")]
+    assert [ln.split(";")[0] for ln in lines] == [
+        "tune [1/3 trials] trial 0 complete rmse 0.5",
+        "tune [2/3 trials] trial 1 complete rmse 0.2",
+        "tune [3/3 trials] trial 2 complete rmse 0.9",
+    ]
+    assert [ln.split("; ")[1] for ln in lines] == ["best rmse 0.5 (trial 0)"] + [
+        "best rmse 0.2 (trial 1)"
+    ] * 2
+    assert r.best_value == pytest.approx(0.2)
+    tune(EpochToy(), X, y, n_trials=1, metric="rmse", refit=False, progress=False,
+         search_space=lambda trial: {"quality": 0.3})  # fmt: skip
+    assert "tune [" not in capsys.readouterr().err
+    with pytest.raises(TypeError, match="progress"):
+        tune(EpochToy(), X, y, n_trials=1, metric="rmse", progress="yes", search_space=lambda t: {})

@@ -625,6 +625,13 @@ def tune(
     if storage is not None and study_name is None:
         study_name = table.stem
     try:
+        import optuna
+
+        # tune's progress bar says what Optuna's INFO lines said (each trial's score, the best so far)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+    except ImportError:
+        pass  # tune_csv says how to install it
+    try:
         report = tune_csv(
             table, target=target, out=out, time_budget=time_budget, n_trials=trials, task=task, seed=seed,
             storage=storage, study_name=study_name, echo=typer.echo, overwrite=overwrite,

@@ -176,6 +176,8 @@ class TabularEnsembleEstimator(TablePipeline):
     _embeddings: ClassVar[tuple[str, ...]] = ("piecewise",)
     #: ``batch_size="auto"`` on up to 10k training rows (:func:`~ensemblize.tabular.train.auto_batch_size`)
     _small_auto_batch: ClassVar[int] = 256
+    #: parameters an earlier version saved that this class no longer has: :meth:`load` drops them
+    _retired_params: ClassVar[tuple[str, ...]] = ()
 
     # -- hooks ---------------------------------------------------------------------------------
     def _validate_model_params(self) -> None:  # pragma: no cover - abstract
@@ -573,6 +575,8 @@ class TabularEnsembleEstimator(TablePipeline):
         if meta.get("format") != _FORMAT:
             raise ValueError(f"{path}: unsupported format {meta.get('format')!r} (expected {_FORMAT})")
         params = dict(meta["params"])
+        for name in cls._retired_params:
+            params.pop(name, None)
         params["device"] = cls._load_device(params.get("device", "cpu"), device)
         # files written before n_networks existed hold one network
         n_networks = _bounded(meta.get("n_networks", 1), "n_networks", minimum=1)

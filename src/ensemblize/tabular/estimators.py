@@ -84,7 +84,7 @@ Tune per dataset (:func:`ensemblize.tabular.tune`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -120,7 +120,6 @@ class _LoMETabBase(TabularEnsembleEstimator):
             "n_blocks": 2,
             "d_block": 128,
             "dropout": 0.1,
-            "monitor": "accuracy",
             **TRAINING_DEFAULTS,
             "max_epochs": 200,  # the sixth round (regressor) and the fourteenth (classifier): TabM's cap
             "patience": 24,  # the tenth round (classifier) and the ninth (regressor)
@@ -136,12 +135,9 @@ class _LoMETabBase(TabularEnsembleEstimator):
         check_int(self.d_block, name="d_block", minimum=1)
         check_real(self.dropout, "dropout", low=0.0, low_open=False, high=1.0)
         check_int(self.d_embedding, name="d_embedding", minimum=1)
-        check_choice(self.monitor, MONITORS, name="monitor")
         if not self._regression:
+            check_choice(self.monitor, MONITORS, name="monitor")
             check_choice(self.calibration, CALIBRATIONS, name="calibration")
-
-    def _monitor(self) -> str:
-        return self.monitor
 
     def _network_options(self) -> dict[str, Any]:
         return {"layer": self.layer, "rank": int(self.rank), "init_scale": float(self.init_scale)}
@@ -183,9 +179,9 @@ _PARAMS_DOC = """
         dropout (classifier 0.1, regressor 0.0): the MLP's dropout. Chosen per task
             on validation over 3 seeds (see the module docstring): TabM's 0.1 for classification,
             none for regression.
-        monitor ("accuracy" | "log_loss"): a classifier's early-stopping score on validation — the
-            ensemble's accuracy (NLL breaking ties, TabM's rule) or its NLL; regression always
-            monitors the RMSE.
+        monitor ("accuracy" | "log_loss"): the classifier's early-stopping score on validation — the
+            ensemble's accuracy (NLL breaking ties, TabM's rule) or its NLL. Classifier only: the
+            regressor always monitors the RMSE and has no ``monitor`` (passing one is a TypeError).
         calibration ("none" | "temperature"): a classifier's post-hoc calibration. ``"temperature"``
             fits one temperature ``T`` on the validation split after training (``eval_set``, else the
             held-out ``val_fraction``): ``T = argmin_T NLL(mean_k softmax(z_k / T))``; every member
@@ -241,7 +237,12 @@ class LoMETabClassifier(EnsembleClassifierMixin, _LoMETabBase):
 
     # ema_decay 0.999: the thirteenth round's validation choice for the classifier (module docstring);
     # the regressor's screen rejected it and keeps TabM's raw weights (None)
-    __init__ = estimator_init({**signature_defaults(_LoMETabBase), "calibration": "none", "ema_decay": 0.999})
+    __init__ = estimator_init(
+        {**signature_defaults(_LoMETabBase), "monitor": "accuracy", "calibration": "none", "ema_decay": 0.999}
+    )
+
+    def _monitor(self) -> str:
+        return self.monitor
 
     def _calibration(self) -> str:
         return self.calibration
@@ -262,6 +263,8 @@ class LoMETabRegressor(EnsembleRegressorMixin, _LoMETabBase):
     # patience (24) are the shared ones (the sixth and ninth rounds chose them for regression)
     # refit_full: the fifteenth round's nested validation choice (module docstring)
     __init__ = estimator_init({**signature_defaults(_LoMETabBase), "dropout": 0.0, "refit_full": True})
+    # files written before the regressor lost its unused ``monitor`` hold one: load drops it
+    _retired_params: ClassVar[tuple[str, ...]] = ("monitor",)
     # batch_size="auto" is 128 (not TabM's 256) up to 10k training rows: the seventh round's
     # validation choice over six regression tables x three splits (module docstring)
     _small_auto_batch = 128

@@ -243,11 +243,12 @@ class _EpochReporter:
     contract); returns ``True`` to stop training once the trial should be pruned.
     """
 
-    def __init__(self, trial: Any, metric: str) -> None:
+    def __init__(self, trial: Any, metric: str, on_epoch: Callable[[int, float], None] | None = None) -> None:
         self.trial = trial
         self.keys = _EPOCH_KEYS[metric]
         self.step = 0
         self.pruned_at: int | None = None
+        self.on_epoch = on_epoch  # called with (epoch, validation score) of the first network
 
     def _value(self, record: Mapping[str, Any]) -> float | None:
         for key in self.keys:
@@ -273,6 +274,8 @@ class _EpochReporter:
         value = self._value(record)
         if value is not None:
             self.trial.report(value, self.step)
+            if self.on_epoch is not None:
+                self.on_epoch(self.step, value)
         self.step += 1
 
     def __call__(self, epoch: int, record: Mapping[str, Any], model: Any = None) -> bool:
@@ -545,8 +548,47 @@ def _recording_failures(objective: Callable[[Any], float]) -> Callable[[Any], fl
     return run
 
 
-def _run_trials(study: Any, objective: Callable, *, n_trials: int | None, timeout: float | None) -> None:
+class _TrialProgress:
+    """:func:`tune`'s progress: one step per finished trial of this process, the running trial's epochs."""
+
+    def __init__(self, study: Any, metric: str, *, n_trials: int | None, enabled: bool) -> None:
+        from ensemblize.training.progress import Progress
+
+        self.study, self.metric = study, metric
+        # with a shared storage n_trials counts the whole study: this process runs at most the rest
+        total = None if n_trials is None else max(0, n_trials - len(study.get_trials(deepcopy=False)))
+        self.bar = Progress(total, desc="tune", unit="trial", enabled=enabled)
+
+    def _best(self) -> str:
+        try:
+            best = self.study.best_trial
+        except ValueError:  # no completed trial yet
+            return "best: none yet"
+        return f"best {self.metric} {best.value:.4g} (trial {best.number})"
+
+    def epoch(self, number: int, epoch: int, value: float) -> None:
+        self.bar.note(f"trial {number} epoch {epoch} val {self.metric} {value:.4g}; {self._best()}")
+
+    def finished(self, trial: Any) -> None:
+        state = trial.state.name
+        score = f" {self.metric} {trial.value:.4g}" if state == "COMPLETE" and trial.value is not None else ""
+        self.bar.step(f"trial {trial.number} {state.lower()}{score}; {self._best()}")
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _run_trials(
+    study: Any,
+    objective: Callable,
+    *,
+    n_trials: int | None,
+    timeout: float | None,
+    after_trial: Callable[[Any], None] | None = None,
+) -> None:
     """Start trials one at a time while the study has < ``n_trials`` trials and time is left.
+
+    ``after_trial`` is called with each finished trial of this process (the progress bar).
 
     If this process's first ``_MAX_FAILS_BEFORE_A_SUCCESS`` trials all fail and no trial of the
     study has completed, the error is in the data or the estimator, not in one configuration:
@@ -564,6 +606,8 @@ def _run_trials(study: Any, objective: Callable, *, n_trials: int | None, timeou
         study.optimize(_recording_failures(objective), n_trials=1, catch=_TRIAL_ERRORS, gc_after_trial=True)
         mine = [t for t in study.get_trials(deepcopy=False) if t.number not in before]
         failed += [t for t in mine if t.state == optuna.trial.TrialState.FAIL]
+        for t in mine if after_trial is not None else ():
+            after_trial(t)
         done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
         if len(failed) >= _MAX_FAILS_BEFORE_A_SUCCESS and not done:
             raise RuntimeError(
@@ -641,6 +685,7 @@ def tune(
     seed: int = 0,
     pruner: Any = None,
     refit: bool = True,
+    progress: bool = True,
 ) -> TuneResult:
     """Tune ``estimator``'s hyper-parameters on ``(X, y)`` with Optuna (TPE + pruning on validation epochs).
 
@@ -667,6 +712,10 @@ def tune(
         pruner: an optuna pruner (default ``MedianPruner(n_startup_trials=3, n_warmup_steps=5)``).
         refit: return the best trial's estimator: the one this process trained in that trial, or,
             when another process ran it, the same hyper-parameters fitted again (same rows, seed).
+        progress: a bar over this process's trials on stderr (a line per trial where no bar can be
+            drawn, e.g. a log file): the running trial's epoch and validation score, each finished
+            trial's state and score, and the study's best so far. ``False`` prints nothing
+            (Optuna's own log lines are Optuna's logging settings).
 
     Returns a :class:`TuneResult`. A trial that raises ``FloatingPointError`` (diverged),
     ``ValueError`` or ``RuntimeError`` (e.g. out of memory) is recorded as FAIL and the study goes
@@ -700,11 +749,12 @@ def tune(
     kept: dict[str, tuple[float, int, Any]] = {}  # this process's best completed trial: value, number, model
     minimize = METRICS[metric] == "minimize"
     once = _WarningsOnce()
+    bar = _TrialProgress(study, metric, n_trials=n_trials, enabled=check_bool(progress, name="progress"))
 
     def objective(trial: Any) -> float:
         ran.append(trial.number)
         est = _configured(estimator, _suggest(trial, space), seed)
-        reporter = _EpochReporter(trial, metric)
+        reporter = _EpochReporter(trial, metric, on_epoch=lambda epoch, v: bar.epoch(trial.number, epoch, v))
         with once.shown_once():
             _fit_trial(est, data, reporter)
             if reporter.pruned_at is not None:
@@ -719,7 +769,10 @@ def tune(
             kept["best"] = (value, trial.number, est)
         return value
 
-    _run_trials(study, objective, n_trials=n_trials, timeout=timeout)
+    try:
+        _run_trials(study, objective, n_trials=n_trials, timeout=timeout, after_trial=bar.finished)
+    finally:
+        bar.close()
     with once.shown_once():
         return _result(study, estimator, data, metric=metric, seed=seed, refit=refit, index=(tr, va), ran=ran,
                        kept={number: est for _, number, est in kept.values()})  # fmt: skip

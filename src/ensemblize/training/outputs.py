@@ -112,15 +112,21 @@ def member_cross_entropy(outputs: object, targets: Tensor, *, reduction: str = "
     """Cross-entropy of every member, reduced over members: ``(1/M) Σ_m mean_b CE(z_bm, y_b(m))``.
 
     ``outputs``: logits (B, M, C) or (B, C) (anything :func:`logits_of` reads); ``targets``: (B,)
-    integer (or bool) class indices shared by the members, or (B, M) per-member rows. ``reduction="sum"`` drops
-    the ``1/M``. Returns a scalar.
+    integer class indices shared by the members, or (B, M) per-member rows. ``reduction="sum"`` drops
+    the ``1/M``. Returns a scalar. Bool targets are refused, as everywhere in the library (``fit``, the
+    metrics): pass ``targets.long()`` if True/False mean classes 1/0.
     """
     _check_reduction(reduction)
     z = class_members(outputs)
     b, m, c = z.shape
+    if isinstance(targets, Tensor) and targets.dtype == torch.bool:
+        raise ValueError(
+            "targets must be integer class indices, got dtype torch.bool; pass targets.long() if "
+            "True/False mean classes 1/0"
+        )
     t = _member_targets(targets, b, m).reshape(b * m)
     if not t.is_floating_point() and t.dtype != torch.long:
-        t = t.long()  # int8/16/32, uint8 or bool class indices: cross-entropy takes int64 only
+        t = t.long()  # int8/16/32 or uint8 class indices: cross-entropy takes int64 only
     loss = F.cross_entropy(z.reshape(b * m, c), t)
     return loss * m if reduction == "sum" else loss
 

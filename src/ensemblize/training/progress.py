@@ -44,9 +44,10 @@ class Progress:
     """Counts ``total`` steps labelled ``desc`` (``unit`` names a step); see the module docstring.
 
     ``initial`` steps are already done (a resumed run): they count for the position, not for the ETA.
+    ``total=None``: an open-ended count (a time budget): no ETA.
     """
 
-    def __init__(self, total: int, *, desc: str, unit: str, enabled: bool, initial: int = 0) -> None:
+    def __init__(self, total: int | None, *, desc: str, unit: str, enabled: bool, initial: int = 0) -> None:
         self.total, self.desc, self.unit, self.enabled = total, desc, unit, enabled
         self.done = self.initial = initial
         self.start = time.perf_counter()
@@ -55,6 +56,11 @@ class Progress:
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, file=sys.stderr, leave=True)
+
+    def note(self, text: str) -> None:
+        """Describe the step in progress on the bar (no step done); lines mode prints nothing."""
+        if self.enabled and self.bar is not None:
+            self.bar.set_postfix_str(text)
 
     def update(self, values: Mapping[str, float] | None = None) -> None:
         """One step done; ``values`` (name -> number) are shown with 4 decimals."""
@@ -73,6 +79,10 @@ class Progress:
             self.bar.update(1)
             return
         elapsed = time.perf_counter() - self.start
+        if self.total is None:
+            print(f"{self.desc} [{self.done} {self.unit}s] {text}; {duration(elapsed)} elapsed", file=sys.stderr,
+                  flush=True)  # fmt: skip
+            return
         ran = self.done - self.initial
         eta = elapsed / ran * (self.total - self.done) if ran else math.inf
         print(
