@@ -275,6 +275,97 @@ def test_no_convertible_norm_errors_say_why():
         ez.sigma_ensemble(instance_only, members=2)
 
 
+class _ThirdPartyRMSNorm(nn.Module):
+    """A norm class torch does not ship (as LlamaRMSNorm / T5LayerNorm): x / rms(x) * w."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+
+class _CustomBatchNorm(nn.modules.batchnorm._BatchNorm):
+    def _check_input_dim(self, x):
+        pass
+
+
+def test_norm_layers_left_shared_are_named_and_batch_statistics_that_mix_members_are_said():
+    """A third-party norm class was skipped without a word; a BatchNorm-family layer left plain pooled the
+    batch statistics of all members (member 0's gates moved the other members' outputs) silently."""
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Linear(6, 8), nn.LayerNorm(8), nn.Linear(8, 8), _ThirdPartyRMSNorm(8), nn.Linear(8, 3)
+    )
+    with pytest.warns(UserWarning, match=r"left \['3'\] shared: their class\(es\) \['_ThirdPartyRMSNorm'\]"):
+        assert ez.sigma_ensemble(net, members=2).converted == ["1"]
+    only = nn.Sequential(nn.Linear(6, 8), _ThirdPartyRMSNorm(8))
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(ValueError, match=r"its \['1'\] are \['_ThirdPartyRMSNorm'\]"),
+    ):
+        ez.sigma_ensemble(only, members=2)
+    mixed = nn.Sequential(
+        nn.Linear(6, 8), nn.LayerNorm(8), nn.Linear(8, 8), _CustomBatchNorm(8), nn.Linear(8, 3)
+    )
+    with pytest.warns(
+        UserWarning, match=r"left \['3'\] as shared BatchNorm-family layers.*depends on the other"
+    ):
+        ens = ez.sigma_ensemble(mixed, members=3, noise=0.5, seed=0).train()
+    # the warning is true: member 0's gates move the other members through the pooled statistics
+    x = torch.randn(16, 6)
+    before = ens(x).detach()
+    with torch.no_grad():
+        ens.backbone[1].gate_logits[0] += 3.0
+    assert (ens(x)[:, 1:] - before[:, 1:]).abs().max() > 1e-3
+    deselected = nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.Linear(8, 8), nn.BatchNorm1d(8))
+    with pytest.warns(UserWarning, match=r"left \['3'\] as shared BatchNorm-family"):
+        ez.sigma_ensemble(deselected, members=2, layers=["1"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing left shared: no warning
+        ez.sigma_ensemble(deselected, members=2)
+
+
+def test_a_batch_norm_whose_flag_disagrees_with_its_buffers_is_refused_naming_it():
+    """torch reads the buffers, not track_running_stats, in eval: a flag changed after construction made the
+    conversion use batch statistics where the model used running ones (not function-preserving), or crash."""
+    kept = nn.Sequential(nn.Linear(6, 8), nn.Sequential(nn.BatchNorm1d(8)))
+    kept[1][0].track_running_stats = False
+    with pytest.raises(
+        ValueError, match=r"^1\.0 \(BatchNorm1d\): track_running_stats=False, but .*running stat"
+    ):
+        ez.sigma_ensemble(kept, members=2)
+    dropped = nn.Sequential(nn.BatchNorm1d(4))
+    dropped[0].running_mean = dropped[0].running_var = None
+    with pytest.raises(ValueError, match=r"^0 \(BatchNorm1d\): track_running_stats=True, but running_mean"):
+        ez.sigma_ensemble(dropped, members=2)
+    sync = nn.Sequential(nn.Conv2d(3, 4, 1), nn.Sequential(nn.Conv2d(4, 4, 1), nn.SyncBatchNorm(4)))
+    with pytest.raises(TypeError, match=r"^1\.1 \(SyncBatchNorm\): SyncBatchNorm cannot be converted"):
+        ez.sigma_ensemble(sync, members=2)
+
+
+def test_tensors_inside_list_and_dict_arguments_are_repeated_for_the_members():
+    """A batch-sized tensor in a list argument was passed unrepeated: a bare torch size mismatch."""
+
+    class TwoInputs(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = nn.LayerNorm(4)
+
+        def forward(self, inputs, extras):
+            return self.ln(inputs["x"] + extras[0])
+
+    torch.manual_seed(0)
+    net = TwoInputs()
+    ens = ez.sigma_ensemble(net, members=3, noise=0.0)
+    x, e = torch.randn(5, 4), torch.randn(5, 4)
+    out = ens({"x": x}, [e])
+    assert out.shape == (5, 3, 4)
+    for m in range(3):
+        torch.testing.assert_close(out[:, m], net({"x": x}, [e]), rtol=0, atol=1e-6)
+
+
 def test_frozen_norms_stay_frozen_hooks_are_named_and_the_wrapper_keeps_the_model_mode():
     model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Linear(4, 2))
     for p in model[1].parameters():
@@ -407,7 +498,9 @@ def test_a_norm_that_sees_tokens_on_axis_0_is_refused_not_silently_mixed():
     torch.manual_seed(0)
     x = torch.randn(5, 4, 8)  # T = 4 is a multiple of M = 2: the mix-up was silent
     ens = ez.sigma_ensemble(_TokensIntoBatch(), members=2, noise=2.0, seed=0).train()
-    with pytest.raises(ValueError, match=r"SigmaBatchNorm1d got input of shape \(40, 8\).*10 rows \(B·M\)"):
+    with pytest.raises(
+        ValueError, match=r"SigmaBatchNorm1d 'bn' got input of shape \(40, 8\).*10 rows \(B·M\)"
+    ):
         ens(x)
     ens.check_rows = False  # the documented opt-out restores the old (here wrong) behaviour
     assert ens(x).shape == (5, 2, 3)
@@ -466,6 +559,27 @@ def test_the_transformer_fast_path_does_not_bypass_sigma_norm_in_eval():
     torch.testing.assert_close(eval_out, train_out, rtol=1e-5, atol=1e-5)
     assert torch.backends.mha.get_fastpath_enabled()  # no process-wide switch: other models keep it
     assert ens.backbone.enc.activation_relu_or_gelu == 0 and _Encoder(True).enc.activation_relu_or_gelu == 1
+
+
+def test_an_encoder_stack_with_a_padding_mask_predicts_without_grad():
+    """nn.TransformerEncoder's padding-mask fast path (eval, no grad) fed its layers a nested tensor,
+    which crashed every σNorm ("NestedTensorImpl doesn't support sizes"): predict and validation failed."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    enc = nn.TransformerEncoder(layer, 2).eval()  # enable_nested_tensor=True, torch's default
+    ens = ez.sigma_ensemble(enc, members=2, noise=0.0)
+    assert ens.backbone.use_nested_tensor is False and enc.use_nested_tensor is True
+    x = torch.randn(4, 5, 16)
+    pad = torch.zeros(4, 5, dtype=torch.bool)
+    pad[0, -2:] = True
+    with_grad = ens(x, src_key_padding_mask=pad)
+    with torch.no_grad():
+        out = ens(x, src_key_padding_mask=pad)
+        reference = enc(x, src_key_padding_mask=pad)  # the fast path: padded positions come back as 0
+    torch.testing.assert_close(out, with_grad.detach(), rtol=0, atol=0)
+    keep = ~pad
+    for m in range(2):  # noise 0: each member is the original model on every unpadded position
+        torch.testing.assert_close(out[:, m][keep], reference[keep], rtol=1e-5, atol=1e-5)
 
 
 def test_the_row_check_is_per_thread_and_compiles_in_one_graph():

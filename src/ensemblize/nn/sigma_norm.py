@@ -84,12 +84,18 @@ def expecting_rows(rows: int | None) -> Iterator[None]:
         _EXPECTED_ROWS.reset(token)
 
 
+def _label(layer: SigmaNorm) -> str:
+    """The layer's class, and its path in the model when a conversion set one: ``SigmaLayerNorm 'enc.norm1'``."""
+    path = getattr(layer, "layer_name", None)
+    return f"{type(layer).__name__} {path!r}" if path else type(layer).__name__
+
+
 def _check_input(layer: SigmaNorm, x: object) -> Tensor:
     """Raise TypeError unless ``x`` is a real floating-point tensor of the layer's parameter dtype.
 
     Under autocast the dtypes may differ (the norm kernels run in float32 there).
     """
-    name = type(layer).__name__
+    name = _label(layer)
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} expects a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
@@ -118,6 +124,8 @@ class SigmaNorm(nn.Module):
 
     members: int
     num_gated: int
+    #: the layer's qualified name in the converted model (set by the conversion; errors name it)
+    layer_name: str | None = None
     #: the layout attributes a plain norm must share to be loaded, and its kind (for errors)
     _layout: tuple[str, ...] = ()
     _plain: str = "norm layer"
@@ -230,7 +238,7 @@ class SigmaNorm(nn.Module):
     def _check_batch(self, x: Tensor) -> int:
         if x.shape[0] % self.members:
             raise ValueError(
-                f"{type(self).__name__}: leading size {x.shape[0]} is not a multiple of members={self.members}; "
+                f"{_label(self)}: leading size {x.shape[0]} is not a multiple of members={self.members}; "
                 "σNorm layers expect the interleaved (B·M, ...) layout"
             )
         return x.shape[0] // self.members
@@ -300,18 +308,16 @@ class _SigmaBatchNorm(SigmaNorm):
         _check_input(self, x)
         if x.dim() not in self._expected_dims:
             raise ValueError(
-                f"{type(self).__name__} expects {self._expected_dims}-D input, got shape {tuple(x.shape)}"
+                f"{_label(self)} expects {self._expected_dims}-D input, got shape {tuple(x.shape)}"
             )
         if x.shape[1] != self.num_features:
-            raise ValueError(
-                f"{type(self).__name__}: expected {self.num_features} channels, got {x.shape[1]}"
-            )
+            raise ValueError(f"{_label(self)}: expected {self.num_features} channels, got {x.shape[1]}")
         b = self._check_batch(x)
         m, c = self.members, self.num_features
         use_batch_stats = self.training or not self.track_running_stats
         if use_batch_stats and b * math.prod(x.shape[2:]) <= 1:
             raise ValueError(
-                f"{type(self).__name__} with batch statistics needs more than one value per channel and member, "
+                f"{_label(self)} with batch statistics needs more than one value per channel and member, "
                 f"got input of shape {tuple(x.shape)} ({b} sample(s) per member, members={m})"
             )
         scale, shift = self.member_scale_shift()

@@ -82,6 +82,7 @@ def _twin(norm: nn.Module, members: int, gate_init: float) -> SigmaNorm | None:
     }
     for plain, sigma in twins.items():
         if isinstance(norm, plain):
+            _check_statistics_flag(norm)
             return sigma(
                 norm.num_features,
                 members,
@@ -101,6 +102,27 @@ def _twin(norm: nn.Module, members: int, gate_init: float) -> SigmaNorm | None:
     if isinstance(norm, nn.GroupNorm):
         return SigmaGroupNorm(norm.num_groups, norm.num_channels, members, norm.eps, gate_init=gate_init)
     return None
+
+
+def _check_statistics_flag(norm: nn.modules.batchnorm._BatchNorm) -> None:
+    """ValueError when a BatchNorm's ``track_running_stats`` disagrees with its buffers.
+
+    torch decides by the buffers, not the flag, whether eval mode uses running statistics; a σBatchNorm
+    has them exactly when the flag is set, so a layer whose flag was changed after construction
+    cannot be converted function-preservingly.
+    """
+    has_stats = norm.running_mean is not None and norm.running_var is not None
+    if has_stats and not norm.track_running_stats:
+        raise ValueError(
+            "track_running_stats=False, but the layer still holds running statistics, which torch uses in "
+            "eval mode (it reads the buffers, not the flag); set the flag back to True to keep them, or set "
+            "running_mean and running_var to None for batch statistics, before converting"
+        )
+    if not has_stats and norm.track_running_stats:
+        raise ValueError(
+            "track_running_stats=True, but running_mean / running_var are None, so torch normalises with "
+            "batch statistics in every mode; set track_running_stats=False to say so, before converting"
+        )
 
 
 def _plain_norm_class(layer: nn.Module) -> type | None:
@@ -199,13 +221,36 @@ _UNSUPPORTED_NORMS = tuple(
 )
 
 
-def _unsupported_norms(module: nn.Module) -> dict[str, str]:
-    """name -> class name of the norm layers with learnable parameters that are not converted."""
+def _other_norm(m: nn.Module) -> bool:
+    """A norm layer σN-Ens does not convert and that matters for the members: one of
+    :data:`_UNSUPPORTED_NORMS` or a class named like a norm (``LlamaRMSNorm``, ``T5LayerNorm``, …) with
+    learnable parameters of its own, or any other BatchNorm-family layer (its batch statistics mix the
+    members' rows even without parameters)."""
+    if isinstance(m, SigmaNorm) or _plain_norm_class(m) is not None:
+        return False  # converted, or a convertible class (subclasses overriding forward are named apart)
+    if isinstance(m, nn.modules.batchnorm._BatchNorm):
+        return True
+    own = next(m.parameters(recurse=False), None) is not None
+    return own and (isinstance(m, _UNSUPPORTED_NORMS) or "norm" in type(m).__name__.lower())
+
+
+def _unsupported_norms(module: nn.Module, *, batch_family: bool = True) -> dict[str, str]:
+    """name -> class name of the norm layers that are not converted (:func:`_other_norm`); without the
+    BatchNorm family when ``batch_family`` is False (they get their own warning)."""
     return {
         name: type(m).__name__
         for name, m in module.named_modules()
-        if isinstance(m, _UNSUPPORTED_NORMS) and next(m.parameters(recurse=False), None) is not None
+        if name and _other_norm(m) and (batch_family or not isinstance(m, nn.modules.batchnorm._BatchNorm))
     }
+
+
+def _batch_statistics_left_shared(module: nn.Module) -> list[str]:
+    """Names of the BatchNorm-family layers left plain: in training they pool all members' rows."""
+    return [
+        name
+        for name, m in module.named_modules()
+        if name and isinstance(m, nn.modules.batchnorm._BatchNorm) and not isinstance(m, SigmaNorm)
+    ]
 
 
 def convert_norms(
@@ -243,12 +288,13 @@ def convert_norms(
             stacklevel=3,
         )
     if layers is None:
-        other = _unsupported_norms(module)
+        other = _unsupported_norms(module, batch_family=False)
         if other:
             warnings.warn(
                 f"σN conversion left {sorted(other)[:5]}{' …' if len(other) > 5 else ''} shared: their class(es) "
-                f"{sorted(set(other.values()))} are norm layers σN-Ens does not convert (it converts "
-                "BatchNorm, LayerNorm and GroupNorm); they stay one layer for all members",
+                f"{sorted(set(other.values()))} are (or look like) norm layers σN-Ens does not convert (it "
+                "converts nn.BatchNorm1d/2d/3d, nn.LayerNorm and nn.GroupNorm); they stay one layer for all "
+                "members",
                 stacklevel=3,
             )
     aliases: dict[int, list[str]] = {}  # id(layer) -> its qualified names, in module order
@@ -272,15 +318,27 @@ def convert_norms(
         if key not in chosen:
             continue
         if key not in twins:
-            twins[key] = _converted(
-                layer,
-                members=members,
-                noise=noise,
-                gate_init=gate_init,
-                generator=generator,
-                fallback=model_ref,
-            )
+            try:
+                twins[key] = _converted(
+                    layer,
+                    members=members,
+                    noise=noise,
+                    gate_init=gate_init,
+                    generator=generator,
+                    fallback=model_ref,
+                )
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"{chosen[key]} ({type(layer).__name__}): {exc}") from exc
+            twins[key].layer_name = chosen[key]
         setattr(parent, attr, twins[key])
+    mixing = _batch_statistics_left_shared(module)
+    if mixing:
+        warnings.warn(
+            f"σN conversion left {mixing[:5]}{' …' if len(mixing) > 5 else ''} as shared BatchNorm-family "
+            "layers: in training (and in eval without running statistics) each normalises with statistics "
+            "pooled over the rows of all members, so every member's output depends on the other members'",
+            stacklevel=3,
+        )
     hooked = sorted(
         {chosen[id(layer)] for _n, _p, _a, layer in slots if id(layer) in chosen and _has_hooks(layer)}
     )
@@ -321,6 +379,21 @@ def _converted(
     return twin
 
 
+def _first_tensor(obj: Any) -> Tensor | None:
+    """The first tensor in ``obj``, depth-first through the containers :func:`_map_outputs` walks."""
+    if isinstance(obj, Tensor):
+        return obj
+    if isinstance(obj, Mapping):
+        items: Iterable[Any] = obj.values()
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        items = (getattr(obj, f.name) for f in dataclasses.fields(obj) if f.init)
+    elif isinstance(obj, (list, tuple)):
+        items = obj
+    else:
+        return None
+    return next((t for t in map(_first_tensor, items) if t is not None), None)
+
+
 def _map_outputs(obj: Any, fn: Callable[[Tensor], Tensor]) -> Any:
     if isinstance(obj, Tensor):
         return fn(obj)
@@ -344,7 +417,8 @@ class SigmaEnsemble(nn.Module):
     """A shared backbone whose norm layers are per-member σNorm layers: ``(B, ...) -> (B, M, ...)``.
 
     ``forward(*args, **kwargs)``: the batch size ``B`` is the leading size of the first tensor
-    argument; every tensor argument with that leading size is repeated for the ``M`` members
+    argument (depth-first through lists, tuples, dicts and dataclasses); every tensor argument with
+    that leading size, at the top level or inside such a container, is repeated for the ``M`` members
     (interleaved), others pass through unchanged. Every output tensor whose leading size is ``B·M``
     is returned as ``(B, M, ...)``; other outputs (e.g. a scalar loss) pass through.
 
@@ -391,14 +465,20 @@ class SigmaEnsemble(nn.Module):
         return sigma_layers(self)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        first = next((a for a in [*args, *kwargs.values()] if isinstance(a, Tensor)), None)
+        first = _first_tensor([*args, *kwargs.values()])
         if first is None or first.dim() == 0:
-            raise TypeError("SigmaEnsemble.forward needs a batched tensor argument (B, ...)")
+            raise TypeError(
+                "SigmaEnsemble.forward needs a batched tensor argument (B, ...), given directly or inside a "
+                "list, tuple, dict or dataclass"
+            )
         batch = first.shape[0]
         m = self.members
 
-        def rep(a: Any) -> Any:
-            return interleave(a, m) if isinstance(a, Tensor) and a.dim() > 0 and a.shape[0] == batch else a
+        def one(a: Tensor) -> Tensor:
+            return interleave(a, m) if a.dim() > 0 and a.shape[0] == batch else a
+
+        def rep(a: Any) -> Any:  # tensors inside containers too (e.g. a dict of inputs, a list of masks)
+            return _map_outputs(a, one)
 
         if self.check_rows and not torch.compiler.is_compiling():
             with expecting_rows(batch * m):
@@ -549,12 +629,19 @@ def _no_transformer_fast_path(backbone: nn.Module) -> None:
     In eval mode torch's fused "fast path" reads ``norm1`` / ``norm2`` weights directly (a σNorm's
     ``(M, C)`` bias would crash it, and its gates would be skipped). Among the conditions torch checks
     is ``activation_relu_or_gelu``, a flag used nowhere else; clearing it on that layer alone keeps
-    the layer (and an encoder stack starting with it) on the path that calls its norms, without a
-    process-wide switch, so other threads and models are untouched and ``torch.compile`` sees no
-    global state.
+    the layer on the path that calls its norms, without a process-wide switch, so other threads and
+    models are untouched and ``torch.compile`` sees no global state. An ``nn.TransformerEncoder`` holding
+    a σNorm also gets ``use_nested_tensor = False``: its padding-mask fast path (eval, no grad) would
+    pass its layers a nested tensor, which no σNorm can normalise per member.
     """
     for module in backbone.modules():
         if isinstance(module, nn.TransformerEncoderLayer) and any(
             isinstance(getattr(module, name, None), SigmaNorm) for name in ("norm1", "norm2")
         ):
             module.activation_relu_or_gelu = 0
+        # nn.TransformerEncoder's own "sparsity" fast path (eval, no grad, a padding mask) turns the input
+        # into a nested tensor before its layers, without asking them: a σNorm cannot read one
+        if isinstance(module, nn.TransformerEncoder) and any(
+            isinstance(m, SigmaNorm) for m in module.modules()
+        ):
+            module.use_nested_tensor = False
