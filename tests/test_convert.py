@@ -325,6 +325,8 @@ def test_norm_layers_left_shared_are_named_and_batch_statistics_that_mix_members
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing left shared: no warning
         ez.sigma_ensemble(deselected, members=2)
+        # a BatchNorm before every σNorm (a plain stem) sees M identical copies of each row: no mixing
+        ez.sigma_ensemble(deselected, members=2, layers=["3"])
 
 
 def test_a_batch_norm_whose_flag_disagrees_with_its_buffers_is_refused_naming_it():

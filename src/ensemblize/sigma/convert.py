@@ -245,12 +245,19 @@ def _unsupported_norms(module: nn.Module, *, batch_family: bool = True) -> dict[
 
 
 def _batch_statistics_left_shared(module: nn.Module) -> list[str]:
-    """Names of the BatchNorm-family layers left plain: in training they pool all members' rows."""
-    return [
-        name
-        for name, m in module.named_modules()
-        if name and isinstance(m, nn.modules.batchnorm._BatchNorm) and not isinstance(m, SigmaNorm)
-    ]
+    """Names of the BatchNorm-family layers left plain after the first σNorm in module order.
+
+    In training such a layer pools the rows of all members, which differ after a σNorm. One before
+    every σNorm (a stem kept plain) sees each sample's M identical copies: the same statistics as
+    the plain model's, no mixing — so it is not listed.
+    """
+    names, seen_sigma = [], False
+    for name, m in module.named_modules():
+        if isinstance(m, SigmaNorm):
+            seen_sigma = True
+        elif seen_sigma and isinstance(m, nn.modules.batchnorm._BatchNorm):
+            names.append(name)
+    return names
 
 
 def convert_norms(
@@ -335,8 +342,9 @@ def convert_norms(
     if mixing:
         warnings.warn(
             f"σN conversion left {mixing[:5]}{' …' if len(mixing) > 5 else ''} as shared BatchNorm-family "
-            "layers: in training (and in eval without running statistics) each normalises with statistics "
-            "pooled over the rows of all members, so every member's output depends on the other members'",
+            "layers after a converted one: in training (and in eval without running statistics) each "
+            "normalises with statistics pooled over the rows of all members, so every member's output "
+            "depends on the other members'",
             stacklevel=3,
         )
     hooked = sorted(
