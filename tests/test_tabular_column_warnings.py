@@ -133,7 +133,8 @@ def test_a_text_column_of_decimal_numbers_warns_that_it_is_read_as_categories():
     measured[::25] = "."  # 4 % a missing marker
     X = pd.DataFrame({"oaa": measured, "codes": rng.integers(0, 50, n).astype(str), "x": rng.normal(size=n)})
     with pytest.warns(
-        NumericTextWarning, match=r"\('oaa': \d+ levels, 96% numbers, e\.g\. '[\d.]+'\).*pd\.to_numeric"
+        NumericTextWarning,
+        match=r"\('oaa': \d+ levels, 96% numbers, e\.g\. '[\d.]+', and text such as '\.'\).*pd\.to_numeric",
     ) as record:
         LoMETabRegressor(**TINY, random_state=0).fit(X, rng.normal(size=n))
     assert [str(w.message).count("'codes'") for w in record if w.category is NumericTextWarning] == [0]
@@ -143,6 +144,28 @@ def test_a_text_column_of_decimal_numbers_warns_that_it_is_read_as_categories():
             X.assign(oaa=pd.to_numeric(X["oaa"], errors="coerce")), rng.normal(size=n)
         )
     assert "oaa" in est.preprocessor_.numeric_ and "oaa" in est.preprocessor_.indicators_
+
+
+@pytest.mark.parametrize("kind", ["floats", "integers"])
+def test_numbers_held_beside_a_text_marker_in_an_object_column_warn_too(kind):
+    """An object column of real numbers with a '?' for missing (read_excel, fillna('?')) was one-hot
+    encoded without a word: neither the text warning (it infers as "mixed") nor the integer one fired."""
+    rng = np.random.default_rng(0)
+    n = 200
+    numbers = np.round(rng.normal(5, 1, n), 3) if kind == "floats" else rng.integers(0, 150, n)
+    column = pd.Series(numbers, dtype=object).where(np.arange(n) % 25 != 0, "?")
+    X = pd.DataFrame({"creat": column, "x": rng.normal(size=n)})
+    with pytest.warns(NumericTextWarning, match=r"\('creat': \d+ levels, 96% numbers, .*text such as '\?'\)"):
+        TabularPreprocessor(task="regression").fit(X, rng.normal(size=n))
+
+
+def test_date_strings_held_as_categories_warn_as_text_ones_do():
+    n = 60
+    day = pd.Series(pd.date_range("2001-01-01", periods=n).strftime("%Y-%m-%d"))
+    X = pd.DataFrame({"a": np.random.default_rng(0).normal(size=n), "day": day.astype("category")})
+    assert iso_date_strings(X["day"]) and not iso_date_strings(X["day"].cat.rename_categories(range(n)))
+    with pytest.warns(DateStringWarning, match=r"\['day'\] hold date strings"):
+        TabularPreprocessor(task="binclass").fit(X, (X["a"] > 0).astype(int))
 
 
 def test_a_bool_column_read_back_from_yes_and_no():

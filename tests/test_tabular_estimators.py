@@ -381,8 +381,14 @@ def test_missing_values_are_imputed_by_default_or_raise_saying_nan():
     prep = est.preprocessor_
     assert prep.indicators_ == ["income"] and prep.categories_["city"][-1] == "<missing>"
     assert np.isfinite(est.predict_proba(X)).all()
-    with pytest.raises(ValueError, match="NaN.*income"):
+    # the counts are the caller's: all 10 + 10 rows, not those that landed in the training split
+    with pytest.raises(
+        ValueError, match=r"NaN.*\['income', 'city'\] of X \(counts \{'income': 10, 'city': 10\}"
+    ):
         LoMETabClassifier(**TINY, impute=False).fit(X, y)
+    clean = X.fillna({"income": 1.0, "city": "rome"})
+    with pytest.raises(ValueError, match=r"NaN.*\['city'\] of eval_set X \(counts \{'city': 10\}"):
+        LoMETabClassifier(**TINY, impute=False).fit(clean, y, eval_set=(X.fillna({"income": 1.0}), y))
     strict = LoMETabClassifier(**TINY, impute=False).fit(X.fillna({"income": 1.0, "city": "rome"}), y)
     with pytest.raises(ValueError, match="NaN.*income"):
         strict.predict(X)
@@ -490,6 +496,15 @@ def test_bad_input_errors_name_the_value():
         LoMETabClassifier(**TINY).fit(X, y, eval_set=(X.head(3), ["yes", "no", "maybe"]))
     with pytest.raises(ValueError, match="Unknown label type"):
         LoMETabClassifier(**TINY).fit(X, np.linspace(0, 1, 120))
+    # a duration's number depends on its unit: the same target in s / us / ns predicted 1000x apart
+    durations = pd.Series(pd.to_timedelta(np.arange(120), unit="min"))
+    for unit in ("s", "ns"):
+        with pytest.raises(
+            TypeError, match=r"holds durations \(timedelta64\[" + unit + r"\]\).*total_seconds"
+        ):
+            LoMETabRegressor(**TINY).fit(X, durations.astype(f"m8[{unit}]"))
+    with pytest.raises(TypeError, match="pd.to_numeric"):
+        LoMETabRegressor(**TINY).fit(X, np.arange(120).astype(str))
     est = LoMETabRegressor(**TINY).fit(X, np.arange(120.0))
     with pytest.raises(ValueError, match="6 features"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # sklearn: "X does not have valid feature names"

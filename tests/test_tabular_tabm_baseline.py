@@ -113,6 +113,17 @@ def test_raw_frame_fit_predict_save_load(cls, tmp_path):
     np.testing.assert_array_equal(loaded.predict_members(X), est.predict_members(X))
 
 
+def test_a_two_valued_numeric_column_fits_and_loads_without_rtdls_positional_warning(tmp_path):
+    """rtdl warned "The 1-th feature has just two bin edges" (a position among the numeric columns, no
+    name) at every fit and load of the TabM baseline; LoMETab filtered it. Both build the embedding alike."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(size=120), "flag": rng.integers(0, 2, 120).astype(float)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = TabMRegressor(**TINY).fit(X, X["a"] + X["flag"])
+        TabMRegressor.load(est.save(tmp_path / "m"))
+
+
 def test_defaults_are_tabms_and_bad_params_are_named():
     p = TabMClassifier().get_params()
     assert (p["members"], p["d_block"], p["n_blocks"], p["dropout"], p["arch_type"]) == (

@@ -97,12 +97,14 @@ _ISO_DATE = r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?(?:Z
 
 
 def iso_date_strings(col: pd.Series) -> bool:
-    """Whether every observed value of a text column is an ISO 8601 date or date-time string.
+    """Whether every observed value of a text (or categorical) column is an ISO 8601 date or date-time string.
 
     Such a column is what ``pd.read_csv`` gives for a date column without ``parse_dates``. It is
     *not* a time column by :func:`time_kind` (text is never parsed silently); the estimators warn
     about it and ``ensemblize tune`` parses it when reading a CSV.
     """
+    if isinstance(col.dtype, pd.CategoricalDtype):  # a category column of date strings: its categories
+        col = pd.Series(col.cat.categories[col.cat.categories.isin(col.dropna().unique())])
     if not (pd.api.types.is_object_dtype(col.dtype) or pd.api.types.is_string_dtype(col.dtype)):
         return False
     observed = col.dropna()

@@ -102,6 +102,11 @@ class IdentifierColumnWarning(UserWarning):
     """A feature column is unique on every training row (an ID): it cannot generalise."""
 
 
+_NUMBERS_AS_TEXT_KINDS = ("string", "mixed", "mixed-integer", "mixed-integer-float")
+"""``pd.api.types.infer_dtype`` kinds of a categorical column that may hold numbers as text, or numbers
+beside text markers (:meth:`TabularPreprocessor._warn_numeric_text`)."""
+
+
 class DateStringWarning(UserWarning):
     """A feature column holds ISO 8601 date strings, read as categories: parse it to use it as a time."""
 
@@ -380,29 +385,36 @@ class TabularPreprocessor:
             )
 
     def _warn_numeric_text(self, X: pd.DataFrame, cats: list[str]) -> None:
-        """Warn about text columns of many levels whose values are mostly non-integer numbers."""
-        found: dict[str, tuple[int, float, str]] = {}
+        """Warn about categorical columns of many levels whose values are mostly numbers: text of
+        non-integer numbers, or numbers mixed with some text (a missing-value marker such as ``'?'``)."""
+        found: dict[str, tuple[int, float, str, str | None]] = {}
         for c in cats:
             levels = len(self.categories_.get(c, ()))
-            if levels <= _MANY_INTEGER_LEVELS or pd.api.types.infer_dtype(X[c], skipna=True) != "string":
+            kind = pd.api.types.infer_dtype(X[c], skipna=True)
+            if levels <= _MANY_INTEGER_LEVELS or kind not in _NUMBERS_AS_TEXT_KINDS:
                 continue
             text = X[c].dropna()
             parsed = pd.to_numeric(text.astype(object), errors="coerce")
             share = float(parsed.notna().mean()) if len(text) else 0.0
             values = parsed.dropna().to_numpy(dtype=np.float64)
-            if share >= 0.9 and not np.all(np.isfinite(values) & (values == np.round(values))):
-                found[c] = (levels, share, str(text[parsed.notna()].iloc[0]))
+            # text of whole numbers may be codes (zip codes); numbers stored as numbers beside text are not
+            fractional = not np.all(np.isfinite(values) & (values == np.round(values)))
+            if share >= 0.9 and (fractional or kind != "string"):
+                marker = None if parsed.notna().all() else str(text[parsed.isna()].iloc[0])
+                found[c] = (levels, share, str(text[parsed.notna()].iloc[0]), marker)
         if found:
             listed = ", ".join(
                 f"{c!r}: {n} levels, {share:.0%} numbers, e.g. {ex!r}"
-                for c, (n, share, ex) in list(found.items())[:5]
+                + ("" if marker is None else f", and text such as {marker!r}")
+                for c, (n, share, ex, marker) in list(found.items())[:5]
             )
             if len(found) > 5:
                 listed += f", and {len(found) - 5} more: {list(found)[5:]}"
             warnings.warn(
-                f"text column(s) of numbers are read as categories, one per distinct value ({listed}); "
-                "to use them as numbers convert them first: X[col] = pd.to_numeric(X[col], errors='coerce') "
-                "(text that is not a number, e.g. a '.' for missing, becomes a missing value)",
+                f"column(s) of numbers stored as text or mixed with text are read as categories, one per "
+                f"distinct value ({listed}); to use them as numbers convert them first: "
+                "X[col] = pd.to_numeric(X[col], errors='coerce') (text that is not a number, e.g. a '.' or '?' "
+                "for missing, becomes a missing value)",
                 NumericTextWarning,
                 stacklevel=user_stacklevel(),
             )

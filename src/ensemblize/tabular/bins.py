@@ -6,7 +6,11 @@ import warnings
 
 import torch
 
-__all__ = ["BIN_METHODS", "TREE_KWARGS", "safe_bins"]
+__all__ = ["BIN_METHODS", "TREE_KWARGS", "safe_bins", "piecewise_embeddings"]
+
+_TWO_EDGES = ".*just two bin edges.*"
+"""rtdl's warning for a feature with one bin (a 0/1 column): expected, not a problem, and it names the
+feature by its position among the numeric columns, which means nothing to the user."""
 
 BIN_METHODS = ("quantile", "tree")
 TREE_KWARGS = {"min_samples_leaf": 64, "min_impurity_decrease": 1e-4}  # TabM / rtdl defaults
@@ -33,7 +37,7 @@ def safe_bins(x_num: torch.Tensor, y: torch.Tensor, *, n_bins: int, method: str,
             else {"tree_kwargs": dict(TREE_KWARGS), "y": y, "regression": regression}
         )
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*just two bin edges.*")
+            warnings.filterwarnings("ignore", message=_TWO_EDGES)
             computed = rtdl.compute_bins(x_num[:, varying], n_bins, **kw)
         for j, b in zip(varying.tolist(), computed, strict=True):
             bins[j] = b
@@ -41,3 +45,14 @@ def safe_bins(x_num: torch.Tensor, y: torch.Tensor, *, n_bins: int, method: str,
         v = float(x_num[0, j])
         bins[j] = torch.tensor([v, v + 1.0], dtype=x_num.dtype)
     return bins
+
+
+def piecewise_embeddings(bins: list[torch.Tensor], d_embedding: int) -> torch.nn.Module:
+    """``rtdl_num_embeddings.PiecewiseLinearEmbeddings(bins, d_embedding, activation=False, version="B")``
+    — the embedding of LoMETab and of the official TabM baseline: ``(N, n_num) -> (N, n_num, d_embedding)`` —
+    without rtdl's warning about one-bin features (built at every fit and every load)."""
+    import rtdl_num_embeddings as rtdl
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_TWO_EDGES)
+        return rtdl.PiecewiseLinearEmbeddings(list(bins), d_embedding, activation=False, version="B")

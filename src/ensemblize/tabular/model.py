@@ -31,7 +31,6 @@ Layer kinds ``L_i`` (all ``(B, K, in) -> (B, K, out)``):
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 
 import rtdl_num_embeddings as rtdl
@@ -40,6 +39,7 @@ from torch import Tensor, nn
 
 from ensemblize._checks import check_choice, check_int, check_rate
 from ensemblize.members import check_members, expand
+from ensemblize.tabular.bins import piecewise_embeddings
 
 __all__ = ["LAYERS", "EMBEDDINGS", "LoMETabModel"]
 
@@ -119,11 +119,7 @@ class LoMETabModel(nn.Module):
                 raise ValueError(
                     f"embedding='piecewise' needs one bin tensor per numeric feature ({self.n_num}), got {got}"
                 )
-            with warnings.catch_warnings():  # a 2-valued feature gets one bin: expected, not a problem
-                warnings.filterwarnings("ignore", message=".*just two bin edges.*")
-                self.num_embedding = rtdl.PiecewiseLinearEmbeddings(
-                    list(bins), d_embedding, activation=False, version="B"
-                )
+            self.num_embedding = piecewise_embeddings(list(bins), d_embedding)
             d_num = d_embedding
         d_in = self.n_num * d_num + sum(self.cat_cardinalities)
         # chunks: one per input feature, so that TabM's random signs are shared within a feature

@@ -144,10 +144,8 @@ class TablePipeline(BaseEstimator):
         validate_data(self, probe, reset=True, skip_check_array=True)  # n_features_in_, feature_names_in_
         if any(not isinstance(c, str) for c in frame.columns):
             frame = frame.rename(columns=str)
-        if self._regression and (not np.issubdtype(yarr.dtype, np.number) or yarr.dtype == bool):
-            raise TypeError(
-                f"Unknown label type: a regression target y must be numeric, got dtype {yarr.dtype}"
-            )
+        if self._regression:
+            _check_regression_target(yarr, name="a regression target y")
         if not self._regression:
             from sklearn.utils.multiclass import type_of_target
 
@@ -202,10 +200,7 @@ class TablePipeline(BaseEstimator):
     def _encode_y(self, y: np.ndarray, *, name: str) -> np.ndarray:
         """Target -> int64 class indices or float32 standardised values, errors naming ``name``."""
         if self._regression:
-            if not np.issubdtype(y.dtype, np.number) or y.dtype == bool:
-                raise TypeError(
-                    f"Unknown label type: {name} must be numeric for regression, got dtype {y.dtype}"
-                )
+            _check_regression_target(y, name=f"{name} (regression)")
             if not np.isfinite(y.astype(np.float64)).all():
                 raise ValueError(f"{name} contains inf")
             return self.preprocessor_.transform_target(y)
@@ -240,6 +235,10 @@ class TablePipeline(BaseEstimator):
         indices / float32 standardised targets.
         """
         tr_frame, y_tr, va_frame, y_va = self._validation_split(frame, yarr, eval_set, seed)
+        if not self.impute:  # counted over what the caller passed, before the split hides some rows
+            _refuse_missing(frame, name="X")
+            if eval_set is not None:
+                _refuse_missing(va_frame, name="eval_set X")
         prep = TabularPreprocessor(task=self._task, seed=seed, impute=bool(self.impute))
         prep.fit(tr_frame, y_tr if self._regression else None)  # warnings under the user's filters
         self.preprocessor_ = prep
@@ -257,3 +256,29 @@ class TablePipeline(BaseEstimator):
         """Checked, preprocessed prediction rows ``(N, n_features_out_)`` float32."""
         check_is_fitted(self, fitted)
         return self.preprocessor_.transform(self._frame_for_predict(X), warn_unknown=True)
+
+
+def _check_regression_target(y: np.ndarray, *, name: str) -> None:
+    """TypeError unless ``y`` holds real numbers (integers or floats; not bool, complex, dates or durations)."""
+    kind = y.dtype.kind
+    if kind in "iuf":
+        return
+    if kind == "m":
+        raise TypeError(
+            f"Unknown label type: {name} holds durations ({y.dtype}); a duration's number depends on its "
+            "unit, which predictions could not carry: convert it to numbers in a unit you choose, e.g. "
+            "y.dt.total_seconds()"
+        )
+    hint = "; convert text with pd.to_numeric" if kind in "OUS" else ""
+    raise TypeError(f"Unknown label type: {name} must be numeric, got dtype {y.dtype}{hint}")
+
+
+def _refuse_missing(frame: pd.DataFrame, *, name: str) -> None:
+    """With ``impute=False``: a ValueError naming every column of ``frame`` holding a missing value,
+    with its count over all of ``frame``'s rows."""
+    counts = {str(c): int(n) for c, n in frame.isna().sum().items() if n}
+    if counts:
+        raise ValueError(
+            f"missing values (NaN) in column(s) {list(counts)} of {name} (counts {counts}); impute=True "
+            "fills them (numeric: training median plus a missing indicator; categorical: a missing category)"
+        )

@@ -99,8 +99,9 @@ class TabMNetwork(nn.Module):
         d_embedding: int = 16,
         bins: list[Tensor] | None = None,
     ) -> None:
-        import rtdl_num_embeddings as rtdl
         import tabm
+
+        from ensemblize.tabular.bins import piecewise_embeddings
 
         super().__init__()
         self.n_num = check_int(n_num, name="n_num", minimum=0)
@@ -114,7 +115,7 @@ class TabMNetwork(nn.Module):
                 raise ValueError(
                     f"piecewise embeddings need {self.n_num} bin tensors, got {bins and len(bins)}"
                 )
-            num_embeddings = rtdl.PiecewiseLinearEmbeddings(bins, d_embedding, activation=False, version="B")
+            num_embeddings = piecewise_embeddings(bins, d_embedding)
         optional = {"n_blocks": n_blocks, "d_block": d_block, "dropout": dropout}
         self.tabm = tabm.TabM.make(
             n_num_features=self.n_num,
