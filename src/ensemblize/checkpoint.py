@@ -307,6 +307,8 @@ def _read_meta(meta_path: Path) -> dict:
         raise CheckpointError(
             f"{meta_path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from exc
+    except RecursionError as exc:  # thousands of nested brackets: no checkpoint's metadata looks like that
+        raise CheckpointError(f"{meta_path}: the JSON nests too deeply to be checkpoint metadata") from exc
     if not isinstance(meta, dict):
         raise CheckpointError(f"{meta_path}: the metadata must be a JSON object, got {type(meta).__name__}")
     for key in HASH_KEYS:

@@ -37,6 +37,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -185,7 +186,7 @@ def _jobs_of(root: Path, stem: str) -> list[Path]:
     for job_file in sorted((root / JOBS_DIR).glob("*.json")) if m else ():
         try:
             records = json.loads(job_file.read_text()).get("records", [])
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
             continue  # a damaged job file runs again anyway
         if any(
             isinstance(r, dict) and r.get("method") == m["method"] and str(r.get("seed")) == m["seed"]
@@ -205,6 +206,8 @@ def _read_json(path: Path, *, missing: str) -> Any:
         raise RunFolderError(
             f"{path} is not valid JSON ({exc.msg}: line {exc.lineno}, column {exc.colno})"
         ) from exc
+    except RecursionError as exc:
+        raise RunFolderError(f"{path} nests too deeply to be a run file") from exc
 
 
 def read_manifest(root: str | os.PathLike, *, verify: bool = True) -> dict[str, Any]:
@@ -315,10 +318,20 @@ class RunFolder:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RunFolderError(f"--out {self.path} cannot be created: {exc.strerror or exc}") from None
+        lock = self.path / LOCK
         try:
-            fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+            # O_NOFOLLOW: a .lock planted as a symlink (a folder someone handed over) must not make this
+            # process truncate and write the file it points at
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK, 0o666)
         except OSError as exc:  # an existing folder on a read-only file system, or without write permission
+            if lock.is_symlink():
+                raise RunFolderError(
+                    f"{lock} is a symbolic link, not a lock file; remove it (the run folder may have been tampered with)"
+                ) from None
             raise RunFolderError(f"--out {self.path} is not writable: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted as .lock
+            os.close(fd)
+            raise RunFolderError(f"{lock} is not a regular file; remove it")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -168,15 +168,19 @@ class RunOutcome:
     history: list[dict[str, Any]]
 
 
-def build_method(spec: MethodSpec, splits: ImageSplits) -> nn.Module:
-    """The untrained module for ``spec`` on ``splits``' input shape: (B, C, H, W) -> (B, M, classes)."""
-    kw: dict[str, Any] = dict(spec.model_kwargs)
-    method = "single" if spec.method == "temp_scaled" else spec.method
-    shape = {
+def _input_shape(splits: ImageSplits) -> dict[str, int]:
+    return {
         "in_channels": splits.in_channels,
         "num_classes": splits.num_classes,
         "image_size": splits.image_size,
     }
+
+
+def build_method(spec: MethodSpec, splits: ImageSplits) -> nn.Module:
+    """The untrained module for ``spec`` on ``splits``' input shape: (B, C, H, W) -> (B, M, classes)."""
+    kw: dict[str, Any] = dict(spec.model_kwargs)
+    method = "single" if spec.method == "temp_scaled" else spec.method
+    shape = _input_shape(splits)
     if method == "sigma":
         backbone = build_model(spec.model, **shape, **kw)
         noise = DEFAULT_NOISE if spec.noise is None else spec.noise
@@ -296,6 +300,30 @@ def save_method(module: nn.Module, spec: MethodSpec, splits: ImageSplits, *, see
     return save_checkpoint(path, {k: v.cpu() for k, v in module.state_dict().items()}, meta)
 
 
+def _check_size_before_building(spec: MethodSpec, splits: ImageSplits, tensors: dict, path: Any) -> None:
+    """ValueError when the checkpoint's settings describe a larger model than its tensor file holds.
+
+    The JSON's settings (members, width, ...) decide what is allocated; an edited file (its hash can be
+    recomputed) could ask for hundreds of GB. The model is first built on torch's ``meta`` device, which
+    allocates nothing, and its size compared with the tensors actually loaded.
+    """
+    try:
+        with torch.device("meta"):
+            if spec.method == "sigma":  # conversion reads values; the backbone is a lower bound of its size
+                probe = build_model(spec.model, **_input_shape(splits), **dict(spec.model_kwargs))
+            else:
+                probe = build_method(spec, splits)
+    except (RuntimeError, NotImplementedError):  # a constructor that needs real values: no estimate
+        return
+    want = sum(t.numel() for t in probe.state_dict().values())
+    have = sum(t.numel() for t in tensors.values())
+    if want > have:
+        raise ValueError(
+            f"{path}: its settings describe a model of {want:,} values, but its tensor file holds {have:,}; "
+            "the metadata does not belong to these weights"
+        )
+
+
 def load_method(path: str | Path, splits: ImageSplits) -> tuple[nn.Module, MethodSpec, dict[str, Any]]:
     """Rebuild a module written by :func:`run_method` (``path`` without suffix) and load its weights."""
     tensors, meta = load_checkpoint(path)
@@ -308,7 +336,9 @@ def load_method(path: str | Path, splits: ImageSplits) -> tuple[nn.Module, Metho
             f"{path} was trained on {meta['in_channels']} channels / {meta['num_classes']} classes, "
             f"but the data has {splits.in_channels} / {splits.num_classes}"
         )
-    module = build_method(replace(spec, noise=0.0) if spec.method == "sigma" else spec, splits)
+    built = replace(spec, noise=0.0) if spec.method == "sigma" else spec
+    _check_size_before_building(built, splits, tensors, path)
+    module = build_method(built, splits)
     if meta.get("temperature") is not None:
         module = TemperatureScaled(module, meta["temperature"])
     load_state_strict(module, tensors, what=str(path))

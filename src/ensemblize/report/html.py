@@ -107,9 +107,12 @@ def _e(x: Any) -> str:
 
 
 def _read_json(path: Path) -> Any:
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise ValueError(f"{path} is not a regular file (a symbolic link, FIFO or folder); a report reads only "
+                         "the run folder's own files")  # fmt: skip
     try:
         return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, json.JSONDecodeError, RecursionError) as err:
         raise ValueError(f"{path} is not readable JSON: {err}") from err
 
 
@@ -265,8 +268,10 @@ def _claims_section(claims: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _mine(paths: Any, only: Collection[str] | None) -> list[Path]:
-    """``paths`` limited to the file names in ``only`` (None: all of them)."""
-    return [p for p in paths if only is None or p.name in only]
+    """``paths`` limited to the file names in ``only`` (None: all of them) and to regular files that are
+    not symbolic links: a link in a folder someone handed over must not copy a file from elsewhere into
+    the report, and a FIFO named like a figure must not block it forever."""
+    return [p for p in paths if (only is None or p.name in only) and p.is_file() and not p.is_symlink()]
 
 
 def _figures_section(run_dir: Path, only: Collection[str] | None = None) -> str:

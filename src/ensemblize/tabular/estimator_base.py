@@ -130,6 +130,25 @@ def signature_defaults(cls: type) -> dict[str, Any]:
     return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
 
 
+def _check_class_dtype(spec: Any, path: Any) -> None:
+    """ValueError unless a saved ``classes_dtype`` is one scalar dtype of a sane size: a subarray dtype such
+    as ``"(300000000,)u1"`` would allocate without bound and load malformed classes."""
+    try:
+        dt = np.dtype(spec) if isinstance(spec, str) else None
+    except TypeError:
+        dt = None
+    if (
+        dt is None
+        or dt.kind not in "biufUSmM"
+        or dt.subdtype is not None
+        or dt.fields is not None
+        or dt.itemsize > 4096
+    ):
+        raise ValueError(
+            f"{path}: saved classes_dtype {spec!r} is not a label dtype (numbers, text or dates)"
+        )
+
+
 def _bounded(value: Any, key: str, *, minimum: int = 0) -> int:
     return check_size(value, name=f"saved {key}", maximum=LOAD_LIMITS[key], minimum=minimum)
 
@@ -586,6 +605,8 @@ class TabularEnsembleEstimator(TablePipeline):
         est.preprocessor_ = TabularPreprocessor.from_state(meta["preprocessor"], prep_arrays)
         if not cls._regression:
             dtype = meta["classes_dtype"]
+            if dtype != "object":
+                _check_class_dtype(dtype, path)
             if dtype != "object" and np.dtype(dtype).kind in "mM":
                 est.classes_ = np.asarray(meta["classes"], dtype=np.int64).view(np.dtype(dtype))
             else:
