@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from scipy.special import log_softmax, logsumexp
 
 from .._checks import check_bool
@@ -39,6 +40,14 @@ def accuracy(probs: object, labels: object) -> float:
     return float(np.mean(p.argmax(axis=1) == y))
 
 
+def _nll_eps(eps: object) -> float:
+    """``eps`` of :func:`nll` if it lies in [0, 1), else ValueError naming it."""
+    eps = V.nonnegative_real(eps, name="eps")
+    if eps >= 1:  # every probability would be clipped to eps: a negative or zero "NLL"
+        raise ValueError(f"eps must be in [0, 1), got {eps!r}")
+    return eps
+
+
 def nll(probs: object, labels: object, *, from_logits: bool = False, eps: float = 1e-12) -> float:
     """Negative log-likelihood of the ensemble: ``-(1/N) Σ_i log p̄_{i, y_i}``.
 
@@ -50,9 +59,7 @@ def nll(probs: object, labels: object, *, from_logits: bool = False, eps: float 
       ``log p̄ = logsumexp_m(log_softmax(z_m)) − log M``; no clipping is applied.
     """
     check_bool(from_logits, name="from_logits")
-    eps = V.nonnegative_real(eps, name="eps")
-    if eps >= 1:  # every probability would be clipped to eps: a negative or zero "NLL"
-        raise ValueError(f"eps must be in [0, 1), got {eps!r}")
+    eps = _nll_eps(eps)
     if from_logits:
         z = V.logits(probs, name="logits")
         if z.ndim == 2:
@@ -192,4 +199,7 @@ def member_average(
     if not callable(metric_fn):
         raise TypeError(f"metric_fn must be callable, got {metric_fn!r}")
     p = V.probabilities(member_probs, name="member_probs", require_members=True)
-    return float(np.mean([metric_fn(p[:, m], labels, **kwargs) for m in range(p.shape[1])]))
+    # each member's slice of the caller's array, at its own precision: the float64 copy would be held
+    # to float64's row-sum tolerance by metric_fn's own validation (half-precision rows failed it)
+    raw = member_probs if isinstance(member_probs, (np.ndarray, torch.Tensor)) else p
+    return float(np.mean([metric_fn(raw[:, m], labels, **kwargs) for m in range(p.shape[1])]))

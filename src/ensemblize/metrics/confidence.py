@@ -56,8 +56,15 @@ def _softmax_power(probs: Tensor, gamma: float) -> Tensor:
 
 
 def _entropy(probs: Tensor) -> Tensor:
-    """``-Σ_c p_c log p_c`` with ``0 log 0 = 0`` (``xlogy``: finite gradient at p = 0)."""
-    return -torch.special.xlogy(probs, probs).sum(dim=-1)
+    """``-Σ_c p_c log p_c`` with ``0 log 0 = 0`` and a finite gradient at p = 0.
+
+    ``xlogy(p, p)`` gets the value right but differentiates its second argument as ``p / p``: NaN at
+    an exact 0, which a float32 softmax produces. Here the log is taken of ``p`` with its zeros
+    replaced by 1, and the zero entries are selected away, so their gradient is 0.
+    """
+    positive = probs > 0
+    safe = torch.where(positive, probs, torch.ones_like(probs))
+    return -torch.where(positive, probs * torch.log(safe), torch.zeros_like(probs)).sum(dim=-1)
 
 
 def _negative_entropy(probs: Tensor, normalize: bool) -> Tensor:
@@ -128,8 +135,12 @@ def mutual_information_per_sample(member_probs: ArrayT) -> ArrayT:
     else:
         p = torch.from_numpy(V.probabilities(member_probs, name="member_probs", require_members=True))
         as_tensor = False
-    mi = _entropy(p.mean(dim=1)) - _entropy(p).mean(dim=1)
-    return _out(mi.clamp_min(0.0), as_tensor)
+    return _out(_mutual_information(p), as_tensor)
+
+
+def _mutual_information(p: Tensor) -> Tensor:
+    """``H(p̄) − (1/M) Σ_m H(p_m)`` of validated ``(N, M, C)`` probabilities, clipped at 0; ``-> (N,)``."""
+    return (_entropy(p.mean(dim=1)) - _entropy(p).mean(dim=1)).clamp_min(0.0)
 
 
 def negative_mutual_information(member_probs: ArrayT) -> ArrayT:
@@ -158,17 +169,21 @@ def deep_gamblers_confidence(logits: ArrayT) -> ArrayT:
     ``p = softmax(logits)``; ranking by this is the same as ranking by ``-p_{K+1}``. Member logits
     ``(N, M, K+1)`` give one confidence per member, ``(N, M)``.
     """
-    if isinstance(logits, Tensor):
-        t, as_tensor = logits, True
+    if isinstance(
+        logits, Tensor
+    ):  # integer / bool tensors widen exactly, as arrays do (the other scores' rule)
+        if logits.is_complex():
+            raise TypeError(f"logits must be real-valued, got dtype {logits.dtype}")
+        t, as_tensor = (logits if logits.is_floating_point() else logits.double()), True
     else:
         t, as_tensor = torch.from_numpy(V.as_float_array(logits, name="logits")), False
-    if not t.is_floating_point():
-        raise TypeError(f"logits must be floating, got dtype {t.dtype}")
     if t.dim() < 1 or t.shape[-1] < 3:
         raise ValueError(
             f"logits must have K + 1 >= 3 entries on the last axis (K >= 2 classes plus abstain), "
             f"got shape {tuple(t.shape)}"
         )
+    if t.numel() == 0:
+        raise ValueError(f"logits is empty (shape {tuple(t.shape)}); at least one sample is required")
     check_finite(t, name="logits")
     check_not_probabilities(t, name="logits")
     return _out(-torch.expm1(torch.log_softmax(t, dim=-1)[..., -1]), as_tensor)

@@ -7,10 +7,11 @@ Classification inputs are member probabilities ``(N, M, C)``; regression inputs 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from .._checks import check_finite, check_positive
 from . import _validate as V
-from .confidence import mutual_information_per_sample
+from .confidence import _mutual_information
 
 
 def _members(member_probs: object) -> np.ndarray:
@@ -33,6 +34,14 @@ def disagreement(member_probs: object) -> float:
     return float(np.mean((pairs - agree) / pairs))
 
 
+def _kl_eps(eps: object) -> float:
+    """``eps`` of :func:`pairwise_kl` if it lies in (0, 1), else ValueError naming it."""
+    eps = check_positive(eps, name="eps")
+    if eps >= 1:  # every probability would be clipped to eps: KL 0 whatever the members say
+        raise ValueError(f"eps must be in (0, 1), got {eps!r}")
+    return eps
+
+
 def pairwise_kl(member_probs: object, *, eps: float = 1e-12) -> float:
     """Mean over ordered pairs ``m ≠ m'`` and samples of ``KL(p_m ‖ p_m') = Σ_c p_m,c (log p_m,c − log p_m',c)``.
 
@@ -41,9 +50,7 @@ def pairwise_kl(member_probs: object, *, eps: float = 1e-12) -> float:
     member ``m`` predicts but ``m'`` gives probability 0 therefore costs ``p_m,c · (log p_m,c − log eps)``
     instead of ``inf``. Vectorised via ``Σ_{m,m'} KL = M Σ_m Σ_c p_m log p_m − Σ_c (Σ_m p_m)(Σ_m' log p_m')``.
     """
-    eps = check_positive(eps, name="eps")
-    if eps >= 1:  # every probability would be clipped to eps: KL 0 whatever the members say
-        raise ValueError(f"eps must be in (0, 1), got {eps!r}")
+    eps = _kl_eps(eps)
     p = _members(member_probs)
     m = p.shape[1]
     if m == 1:
@@ -63,7 +70,9 @@ def mutual_information(member_probs: object, *, reduction: str = "mean") -> floa
     :func:`ensemblize.metrics.negative_mutual_information`). Round-off below 0 is clipped to 0.
     """
     reduction = V.choice(reduction, ("mean", "none"), name="reduction")
-    mi = mutual_information_per_sample(_members(member_probs))  # NumPy in -> NumPy out
+    # validated at the input's own precision, then computed on the float64 copy (validating that copy
+    # again would hold half-precision rows to float64's row-sum tolerance)
+    mi = _mutual_information(torch.from_numpy(_members(member_probs))).numpy()
     return float(np.mean(mi)) if reduction == "mean" else mi
 
 

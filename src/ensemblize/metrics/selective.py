@@ -20,8 +20,9 @@ import numpy as np
 
 from . import _validate as V
 
-# coverage_at_risk compares risks with this absolute slack, so that 0.1 + 0.2 counts as <= 0.3.
-RISK_ATOL = 1e-12
+# coverage_at_risk compares risks with this slack, relative to the risk (absolute below 1), so that
+# 0.1 + 0.2 counts as <= 0.3 and a top-k mean of losses near 1e6 counts as <= itself.
+RISK_RTOL = 1e-12
 
 
 class RiskCoverageCurve(NamedTuple):
@@ -101,8 +102,8 @@ def augrc(confidence: object, losses: object) -> float:
 def risk_at_coverage(confidence: object, losses: object, coverage: float) -> float:
     """Selective risk of the ``⌈coverage · N⌉`` most confident samples; ``coverage`` in (0, 1].
 
-    ``⌈·⌉`` is taken with a 1e-9·N slack against rounding (``0.3 · 10`` keeps 3 samples), and at
-    least one sample is kept.
+    ``⌈·⌉`` is taken with a slack below one sample against float rounding (``0.3 · 10`` keeps 3
+    samples; see ``count_for_fraction``), and at least one sample is kept.
     """
     cov = V.coverage(coverage)
     curve = risk_coverage(confidence, losses)
@@ -111,12 +112,12 @@ def risk_at_coverage(confidence: object, losses: object, coverage: float) -> flo
 
 
 def coverage_at_risk(confidence: object, losses: object, risk: float) -> float:
-    """Largest coverage ``k/N`` whose selective risk is ≤ ``risk`` (``RISK_ATOL`` slack); NaN if none.
+    """Largest coverage ``k/N`` whose selective risk is ≤ ``risk`` (slack ``1e-12 · max(1, risk)``); NaN if none.
 
     ``risk`` must be finite and ≥ 0. The risk–coverage curve need not be monotone; the largest
     qualifying ``k`` is returned, not the end of the first qualifying run.
     """
     r = V.nonnegative_real(risk, name="risk")
     curve = risk_coverage(confidence, losses)
-    ok = np.nonzero(curve.risk <= r + RISK_ATOL)[0]
+    ok = np.nonzero(curve.risk <= r + RISK_RTOL * max(1.0, r))[0]
     return float(curve.coverage[ok[-1]]) if len(ok) else math.nan

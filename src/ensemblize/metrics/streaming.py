@@ -28,8 +28,18 @@ import numpy as np
 
 from .._checks import check_bool
 from . import _validate as V
-from .calibration import BINNINGS, _ece_checked, _reliability_checked, accuracy, brier, ece, nll, reliability
-from .diversity import ambiguity, disagreement, mutual_information, pairwise_kl
+from .calibration import (
+    BINNINGS,
+    _ece_checked,
+    _nll_eps,
+    _reliability_checked,
+    accuracy,
+    brier,
+    ece,
+    nll,
+    reliability,
+)
+from .diversity import _kl_eps, ambiguity, disagreement, mutual_information, pairwise_kl
 from .ood import fpr_at_tpr, ood_aupr, ood_auroc
 from .selective import augrc, aurc, coverage_at_risk, eaurc, risk_at_coverage, risk_coverage
 
@@ -166,6 +176,8 @@ class NLL(_SampleMean, fn=nll):
     """Streaming :func:`~ensemblize.metrics.nll`; ``update(probs_or_member_logits, labels)``."""
 
     def __init__(self, *, from_logits: bool = False, eps: float = 1e-12) -> None:
+        check_bool(from_logits, name="from_logits")
+        _nll_eps(eps)
         super().__init__(from_logits=from_logits, eps=eps)
 
 
@@ -177,6 +189,7 @@ class Disagreement(_SampleMean, fn=disagreement, takes="member_probs"): ...
 
 class PairwiseKL(_SampleMean, fn=pairwise_kl, takes="member_probs"):
     def __init__(self, *, eps: float = 1e-12) -> None:
+        _kl_eps(eps)
         super().__init__(eps=eps)
 
 

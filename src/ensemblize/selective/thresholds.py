@@ -7,12 +7,10 @@ actually achieved may differ from the target; :func:`coverage_achieved` measures
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .._checks import check_finite_real, check_fraction
-from ..metrics._validate import scores
+from ..metrics._validate import count_for_fraction, scores
 
 __all__ = ["threshold_for_coverage", "coverage_achieved"]
 
@@ -45,8 +43,9 @@ def threshold_for_coverage(confidence_val: object, coverage: float) -> float:
     c = check_fraction(coverage, name="coverage")
     conf = _confidence_1d(confidence_val, name="confidence_val")
     n = conf.size
-    # k = ceil(c·n), with a tolerance so that e.g. 0.7·10 = 7.000000000000001 gives 7, not 8.
-    k = min(n, max(1, math.ceil(c * n - 1e-9)))
+    # k = ceil(c·n), with a tolerance so that e.g. 0.7·10 = 7.000000000000001 gives 7, not 8
+    # (the same count as the selective metrics' risk_at_coverage)
+    k = count_for_fraction(c, n)
     # k-th largest = element n - k of the ascending order; np.partition is O(n).
     return float(np.partition(conf, n - k)[n - k])
 
