@@ -588,3 +588,132 @@ def test_progress_prints_one_line_per_trial_with_its_score_and_the_best(capsys, 
     assert "tune [" not in capsys.readouterr().err
     with pytest.raises(TypeError, match="progress"):
         tune(EpochToy(), X, y, n_trials=1, metric="rmse", progress="yes", search_space=lambda t: {})
+
+
+def test_the_first_trial_is_the_estimators_own_setting_when_it_lies_in_the_space():
+    X, y = _data(120)
+    own = LoMETabClassifier(**TINY, rank=3, lr=1e-3, dropout=0.2, random_state=0)
+    storage = optuna.storages.InMemoryStorage()
+    r = tune(own, X, y, n_trials=2, search_space=_space(), storage=storage, study_name="s", progress=False)
+    first = min(r.study.get_trials(deepcopy=False), key=lambda t: t.number)
+    assert first.params == {"rank": 3, "lr": 1e-3, "dropout": 0.2}
+    # a second process joining the study does not queue it again
+    r2 = tune(own, X, y, n_trials=3, search_space=_space(), storage=storage, study_name="s", progress=False)
+    same = [t for t in r2.study.get_trials(deepcopy=False) if t.params == first.params]
+    assert len(same) == 1 and len(r2.study.get_trials(deepcopy=False)) == 3
+    # outside the space (rank 32 > 16): nothing is queued, the sampler draws every trial
+    outside = LoMETabClassifier(**TINY, rank=32, random_state=0)
+    r3 = tune(outside, X, y, n_trials=1, search_space=_space(), refit=False, progress=False)
+    assert r3.study.trials[0].params["rank"] != 32
+    assert r3.trials_table()["seconds"].dtype.kind == "f"  # the duration in seconds, not a Timedelta text
+
+
+class Interrupted(EpochToy):
+    def fit(self, X, y, eval_set=None, callbacks=()):
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_in_a_trial_reaches_the_caller_without_optunas_traceback():
+    import logging
+
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record)
+
+    handler = Keep()
+    logging.getLogger("optuna").addHandler(handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tune(Interrupted(), np.zeros((40, 2)), np.zeros(40), n_trials=2, metric="rmse", progress=False,
+                 search_space=lambda t: {"quality": 0.1})  # fmt: skip
+    finally:
+        logging.getLogger("optuna").removeHandler(handler)
+    assert not [r for r in seen if r.exc_info or "failed" in r.getMessage()], [r.getMessage() for r in seen]
+    # the filter is gone afterwards: a real failure is still logged
+    assert not logging.getLogger("optuna.study._optimize").filters
+
+
+def test_no_feature_columns_is_refused_before_any_trial():
+    with pytest.raises(ValueError, match=r"no feature columns \(shape \(40, 0\)\)"):
+        tune(
+            EpochToy(), np.zeros((40, 0)), np.zeros(40), n_trials=1, metric="rmse", search_space=lambda t: {}
+        )
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (b"a,b,label,label\n1,2,x,x\n3,4,y,y\n", r"names the column\(s\) \['label'\] more than once"),
+        (b"\x00\x01\xff\xfe,\n\x00,\x00,\x00\n\xff\n", "not a readable CSV table"),
+        (b'{"a": 1, "label": 2}\n', "looks like JSON"),
+        (b"a;b;label\n1;2;x\n3;4;y\n", "looks ';'-separated"),
+        (b"label\nx\ny\n", "no feature columns besides the target 'label'"),
+        (b"", "is empty"),
+    ],
+)
+def test_tune_csv_names_what_is_wrong_with_the_file(tmp_path, content, match):
+    from ensemblize.tabular.tuning import TableFileError
+
+    csv = tmp_path / "t.csv"
+    csv.write_bytes(content)
+    with pytest.raises(ValueError, match=match) as caught:
+        tune_csv(csv, target="label", out=tmp_path / "o", n_trials=1)
+    if "target column" not in str(caught.value):
+        assert isinstance(caught.value, TableFileError)
+    assert not (tmp_path / "o").exists()
+
+
+def test_tune_csv_holds_out_against_a_second_writer_and_records_its_environment(tmp_path):
+    from ensemblize.report.html import render_report
+    from ensemblize.run_folder import writer_lock
+
+    csv = _tiny_csv(tmp_path / "t.csv")
+    out = tmp_path / "o"
+    est = LoMETabClassifier(**TINY, random_state=0)
+    with (
+        writer_lock(out),
+        pytest.raises(ValueError, match=r"^--out .*another process \(pid \d+\) is writing"),
+    ):
+        tune_csv(csv, target="label", out=out, time_budget=None, n_trials=1, estimator=est)
+    rep = tune_csv(csv, target="label", out=out, time_budget=None, n_trials=1, estimator=est)
+    assert (out / "environment.json").is_file() and "torch" in (out / "environment.json").read_text()
+    page = render_report(out)
+    assert "ensemblize tune — o" in page and "Recorded by the run (environment.json)" in page
+    assert "- budget: 1 trial; trials: 1 complete" in (out / "report.md").read_text()
+    assert rep["trial_states"] == {"COMPLETE": 1}
+
+
+def test_a_run_that_fails_leaves_no_folder_behind(tmp_path):
+    csv = _tiny_csv(tmp_path / "t.csv")
+    bad = LoMETabClassifier(**TINY, random_state=0, batch_size=0)  # every trial fails: nothing to refit
+    with pytest.raises((RuntimeError, ValueError)):
+        tune_csv(csv, target="label", out=tmp_path / "o", time_budget=None, n_trials=1, estimator=bad,
+                 )  # fmt: skip
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_tune_usage_errors_and_ctrl_c(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import ensemblize.tabular.tuning as T
+    from ensemblize.cli import app
+
+    csv = tmp_path / "t.csv"
+    csv.write_text("a,label,label\n1,x,x\n")
+    res = CliRunner().invoke(app, ["tune", str(csv), "--target", "label", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "TABLE" in res.output and "more than once" in res.output, res.output
+    good = _tiny_csv(tmp_path / "good.csv")
+    res = CliRunner().invoke(
+        app, ["tune", str(good), "--target", "label", "--study-name", "x", "--out", str(tmp_path / "o")]
+    )
+    assert res.exit_code == 2 and "--storage" in res.output, res.output
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(T, "tune_csv", interrupted)
+    res = CliRunner().invoke(app, ["tune", str(good), "--target", "label", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 130 and "interrupted: nothing was written to --out" in res.output
+    assert "Traceback" not in res.output

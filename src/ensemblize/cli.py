@@ -609,7 +609,7 @@ def tune(
         )
     import torch
 
-    from .tabular.tuning import parse_duration, tune_csv
+    from .tabular.tuning import TableFileError, parse_duration, tune_csv
 
     try:
         parse_duration(time_budget)
@@ -622,6 +622,11 @@ def tune(
     if not table.is_file():
         raise typer.BadParameter(f"{table} is not a file", param_hint="'TABLE'")
     torch.set_num_threads(threads)
+    if study_name is not None and storage is None:
+        raise typer.BadParameter(
+            "a study name only matters for a shared study: give --storage too, or leave --study-name out",
+            param_hint="'--study-name'",
+        )
     if storage is not None and study_name is None:
         study_name = table.stem
     try:
@@ -639,6 +644,16 @@ def tune(
     except ImportError as exc:
         typer.echo(f"ensemblize tune: {exc}", err=True)
         raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        kept = (
+            f"; the finished trials stay in the shared study {study_name!r} (--storage): the same command joins it again"
+            if storage is not None
+            else ""
+        )
+        typer.echo(f"\ninterrupted: nothing was written to --out {out}{kept}", err=True)
+        raise typer.Exit(130) from None
+    except TableFileError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'TABLE'") from None
     except (ValueError, TypeError, RuntimeError) as exc:
         if "target column" in str(exc):
             raise typer.BadParameter(str(exc), param_hint="'--target'") from None
@@ -652,7 +667,7 @@ def tune(
     typer.echo(f"test: {report['test']}")
     typer.echo(
         f"wrote {report['model']}.safetensors + .json, and report.md, report.html, results.json, "
-        f"trials.csv, trials.png in {out}"
+        f"trials.csv, trials.png, environment.json in {out}"
     )
     typer.echo(f"load it with: {report['load_with']}")
 

@@ -39,7 +39,7 @@ import re
 import shutil
 import stat
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +239,74 @@ def read_manifest(root: str | os.PathLike, *, verify: bool = True) -> dict[str, 
     return manifest
 
 
+def acquire_lock(folder: Path) -> int:
+    """Hold ``folder/.lock`` (an exclusive ``flock``, the holder's pid written in it); return its descriptor.
+
+    RunFolderError when ``.lock`` is a symbolic link or not a regular file (a folder someone handed
+    over: the link's target must not be truncated) or cannot be opened; RunFolderBusy when another
+    live process holds it. The kernel drops the lock when the holder dies.
+    """
+    lock = folder / LOCK
+    try:
+        # O_NOFOLLOW: a .lock planted as a symlink must not make this process truncate and write the
+        # file it points at
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK, 0o666)
+    except OSError as exc:  # an existing folder on a read-only file system, or without write permission
+        if lock.is_symlink():
+            raise RunFolderError(
+                f"{lock} is a symbolic link, not a lock file; remove it (the run folder may have been tampered with)"
+            ) from None
+        raise RunFolderError(f"--out {folder} is not writable: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted as .lock
+        os.close(fd)
+        raise RunFolderError(f"{lock} is not a regular file; remove it")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise RunFolderBusy(
+            f"another process (pid {holder}) is writing to {folder}; wait for it or choose another --out"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
+
+
+def release_lock(fd: int) -> None:
+    """Release and close a descriptor from :func:`acquire_lock` (the ``.lock`` file stays)."""
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+@contextlib.contextmanager
+def writer_lock(folder: str | os.PathLike) -> Iterator[Path]:
+    """Create ``folder`` if needed and hold its ``.lock`` for the ``with`` block (one writer at a time).
+
+    For an output folder that is not a run folder (``ensemblize tune``'s): the same lock as
+    :class:`RunFolder`. A folder this call created is removed again when the block raises and
+    nothing but the lock was written in it.
+    """
+    path = Path(folder)
+    created = not path.exists()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunFolderError(f"--out {path} cannot be created: {exc.strerror or exc}") from None
+    fd = acquire_lock(path)
+    try:
+        yield path
+    except BaseException:
+        release_lock(fd)
+        if created and [p.name for p in path.iterdir()] == [LOCK]:
+            with contextlib.suppress(OSError):
+                (path / LOCK).unlink()
+                path.rmdir()
+        raise
+    release_lock(fd)
+
+
 class RunFolder:
     """Exclusive, configuration-checked access to a run folder (see the module docstring).
 
@@ -318,31 +386,7 @@ class RunFolder:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RunFolderError(f"--out {self.path} cannot be created: {exc.strerror or exc}") from None
-        lock = self.path / LOCK
-        try:
-            # O_NOFOLLOW: a .lock planted as a symlink (a folder someone handed over) must not make this
-            # process truncate and write the file it points at
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK, 0o666)
-        except OSError as exc:  # an existing folder on a read-only file system, or without write permission
-            if lock.is_symlink():
-                raise RunFolderError(
-                    f"{lock} is a symbolic link, not a lock file; remove it (the run folder may have been tampered with)"
-                ) from None
-            raise RunFolderError(f"--out {self.path} is not writable: {exc.strerror or exc}") from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted as .lock
-            os.close(fd)
-            raise RunFolderError(f"{lock} is not a regular file; remove it")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise RunFolderBusy(
-                f"another process (pid {holder}) is writing to {self.path}; wait for it or choose another --out"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._lock_fd = fd
+        self._lock_fd = acquire_lock(self.path)
         try:
             self.check()  # re-check under the lock: another writer may have finished meanwhile
             self._prepare()
@@ -388,9 +432,7 @@ class RunFolder:
 
     def _release(self) -> None:
         if self._lock_fd is not None:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
+            release_lock(self._lock_fd)
             self._lock_fd = None
 
     def __exit__(self, *exc_info: object) -> None:

@@ -95,6 +95,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._checks import check_instance, check_int
+from ..report.environment import record_environment
 
 if TYPE_CHECKING:
     from ..training.progress import Progress
@@ -619,17 +620,6 @@ class ExperimentFolder:
         return results
 
 
-def _record_environment(path: Path) -> None:
-    """``environment.json`` (Python, packages, threads, device) when the run starts; a resumed run
-    keeps the one it started with. The report shows it instead of the report writer's own."""
-    from ..checkpoint import atomic_write_json
-    from ..report.environment import collect_environment
-
-    target = path / "environment.json"
-    if not target.is_file():
-        atomic_write_json(target, collect_environment())
-
-
 def _write_report(path: Path) -> Path | None:
     """``report.html`` for a finished run (before the manifest, which lists it); a failure to render
     it does not undo the run: it is said on stderr."""
@@ -739,7 +729,7 @@ def experiment_folder(
         "a run under torchrun cannot be resumed (--resume needs one process)" if world > 1 else None
     )
     with RunFolder(out, config=config, mode=mode, cannot_resume=cannot_resume) as folder:
-        _record_environment(folder.path)
+        record_environment(folder.path)
         if ex.executor is None and not ex.workers and ex.scheduler is None:
             import torch
 

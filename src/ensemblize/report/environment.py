@@ -6,9 +6,10 @@ import os
 import platform
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
-__all__ = ["collect_environment", "PACKAGES"]
+__all__ = ["collect_environment", "record_environment", "PACKAGES"]
 
 #: Packages whose installed versions are recorded (absent ones are left out).
 PACKAGES = (
@@ -58,3 +59,18 @@ def collect_environment() -> dict[str, Any]:
         "device": device,
         "cuda": torch.version.cuda,
     }
+
+
+def record_environment(folder: str | os.PathLike, *, keep_existing: bool = True) -> Path:
+    """Write ``folder/environment.json`` (:func:`collect_environment`), atomically; return its path.
+
+    ``keep_existing``: leave an existing file as it is (a resumed run keeps the environment it started
+    with); ``False`` replaces it (a command that rewrites its whole result, e.g. ``tune --overwrite``).
+    The HTML report shows this file instead of the report writer's own environment.
+    """
+    from ..checkpoint import atomic_write_json
+
+    target = Path(folder) / "environment.json"
+    if keep_existing and target.is_file():
+        return target
+    return atomic_write_json(target, collect_environment())

@@ -423,7 +423,14 @@ def render_report(
             f"{run_dir} holds neither results.json, run.json nor evaluation.json: not a run folder (nor an evaluation folder)"
         )
     env, env_note = _environment(run_dir, full)
-    command = _command(config) if records or config else "evaluate"
+    if config:
+        command = _command(config)
+    elif (
+        records
+    ):  # no run.json: a tuning result (`ensemblize tune` writes report.json beside it) or a bare run
+        command = "tune" if (run_dir / "report.json").is_file() else "run"
+    else:
+        command = "evaluate"
     title = f"ensemblize {command} — {run_dir.resolve().name}"
     status = (
         "an evaluation folder (ensemblize evaluate --out), not a run folder"

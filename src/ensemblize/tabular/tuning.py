@@ -40,8 +40,10 @@ fail it instead).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+import logging
 import math
 import os
 import re
@@ -63,6 +65,7 @@ from ensemblize._checks import (
     check_int,
     check_positive,
 )
+from ensemblize.report.environment import record_environment
 from ensemblize.tabular.holdout import holdout_indices
 
 __all__ = [
@@ -243,12 +246,19 @@ class _EpochReporter:
     contract); returns ``True`` to stop training once the trial should be pruned.
     """
 
-    def __init__(self, trial: Any, metric: str, on_epoch: Callable[[int, float], None] | None = None) -> None:
+    def __init__(
+        self,
+        trial: Any,
+        metric: str,
+        on_epoch: Callable[[int, float], None] | None = None,
+        on_network: Callable[[int, int], None] | None = None,
+    ) -> None:
         self.trial = trial
         self.keys = _EPOCH_KEYS[metric]
         self.step = 0
         self.pruned_at: int | None = None
         self.on_epoch = on_epoch  # called with (epoch, validation score) of the first network
+        self.on_network = on_network  # called with (network, epoch) of the later networks
 
     def _value(self, record: Mapping[str, Any]) -> float | None:
         for key in self.keys:
@@ -279,8 +289,10 @@ class _EpochReporter:
         self.step += 1
 
     def __call__(self, epoch: int, record: Mapping[str, Any], model: Any = None) -> bool:
-        if not self._first_network(record):
-            return False  # later networks: no step to compare, so no pruning decision
+        if not self._first_network(record):  # later networks: no step to compare, so no pruning decision
+            if self.on_network is not None:
+                self.on_network(int(record.get("network", 0)), epoch)
+            return False
         self.report(record)
         if self.trial.should_prune():
             self.pruned_at = self.step
@@ -567,7 +579,12 @@ class _TrialProgress:
         return f"best {self.metric} {best.value:.4g} (trial {best.number})"
 
     def epoch(self, number: int, epoch: int, value: float) -> None:
-        self.bar.note(f"trial {number} epoch {epoch} val {self.metric} {value:.4g}; {self._best()}")
+        # the per-epoch score is the training loop's: a regressor's RMSE of its standardised target
+        label = "rmse/std" if self.metric == "rmse" else self.metric
+        self.bar.note(f"trial {number} network 1 epoch {epoch} val {label} {value:.4g}; {self._best()}")
+
+    def network(self, number: int, network: int, epoch: int) -> None:
+        self.bar.note(f"trial {number} network {network + 1} epoch {epoch}; {self._best()}")
 
     def finished(self, trial: Any) -> None:
         state = trial.state.name
@@ -644,7 +661,7 @@ class TuneResult:
         """One row per trial as a pandas DataFrame: number, state, ``value`` (the validation ``metric``
         of a COMPLETE trial; empty for any other state), ``last_epoch_score`` with ``epochs_reported``
         (the last per-epoch validation score the trial reported, and how many it reported), the
-        hyper-parameters and the duration.
+        hyper-parameters and ``seconds`` (the trial's duration; empty while it runs).
 
         A PRUNED trial has no final score: Optuna stores its last per-epoch score as its value, and
         that score is on the estimator's own training scale (a regressor's RMSE of the standardised
@@ -653,6 +670,8 @@ class TuneResult:
         table = self.study.trials_dataframe(attrs=("number", "state", "value", "params", "duration"))
         if not len(table):
             return table
+        table["duration"] = table["duration"].dt.total_seconds()
+        table = table.rename(columns={"duration": "seconds"})
         trials = {t.number: t for t in self.study.get_trials(deepcopy=False)}
         steps = [trials[n].intermediate_values for n in table["number"]]
         complete = table["state"] == "COMPLETE"
@@ -660,6 +679,80 @@ class TuneResult:
         table.insert(3, "last_epoch_score", [v[max(v)] if v else math.nan for v in steps])
         table.insert(4, "epochs_reported", [len(v) for v in steps])
         return table
+
+
+def _inside(dist: Any, value: Any) -> bool:
+    """Whether ``value`` is a point of an Optuna int / float / categorical distribution (others: no)."""
+    d = _optuna().distributions
+    if isinstance(dist, d.CategoricalDistribution):
+        return any(value == c and type(value) is type(c) for c in dist.choices)
+    if isinstance(dist, (d.IntDistribution, d.FloatDistribution)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not dist.low <= value <= dist.high
+        ):
+            return False
+        if isinstance(dist, d.IntDistribution) and value != int(value):
+            return False
+        step = getattr(dist, "step", None)
+        return step is None or math.isclose((value - dist.low) / step, round((value - dist.low) / step))
+    return False
+
+
+def _enqueue_own_setting(study: Any, estimator: Any, space: Any) -> bool:
+    """Queue ``estimator``'s own values of the searched parameters as a trial, when every one lies in
+    its distribution (once per study: a queued or finished trial with them is not queued again).
+
+    So a study's first trial is the setting the user would have fitted without tuning, and the best
+    trial is never worse than it on validation. Returns whether it was queued (or already there).
+    """
+    if not isinstance(space, Mapping) or not hasattr(estimator, "get_params"):
+        return False
+    own = estimator.get_params(deep=False)
+    params = {name: own.get(name) for name in space}
+    if not all(_inside(dist, params[name]) for name, dist in space.items()):
+        return False
+    study.enqueue_trial(params, skip_if_exists=True)
+    return True
+
+
+class _QuietInterrupt(logging.Filter):
+    """Drops Optuna's traceback of a trial stopped by Ctrl-C (and its "failed with value None" line):
+    the interrupt itself reaches the caller; a failed trial's error is still logged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.interrupted = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            record.exc_info
+            and record.exc_info[0] is not None
+            and issubclass(record.exc_info[0], KeyboardInterrupt)
+        ):
+            self.interrupted = True
+            return False
+        return not (self.interrupted and "failed with value None" in record.getMessage())
+
+
+@contextmanager
+def _quiet_interrupts() -> Iterator[None]:
+    logger = logging.getLogger("optuna.study._optimize")  # the logger of Optuna's trial-failure lines
+    quiet = _QuietInterrupt()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
+def _check_has_features(X: Any) -> None:
+    shape = getattr(X, "shape", None)
+    if shape is None:
+        shape = np.shape(X)
+    if len(shape) == 2 and shape[1] == 0:
+        raise ValueError(f"X has no feature columns (shape {tuple(shape)}): there is nothing to tune on")
 
 
 def _check_budget(n_trials: Any, timeout: Any) -> tuple[int | None, float | None]:
@@ -703,7 +796,10 @@ def tune(
             the searched ones, ``device`` and ``verbose``), data, split or search space — naming
             what differs.
         search_space: ``{param: optuna distribution}`` or a callable ``trial -> {param: value}``;
-            default :func:`lometab_search_space` (for estimators that have those parameters).
+            default :func:`lometab_search_space` (for estimators that have those parameters). With a
+            mapping, the study's first trial is ``estimator``'s own values of those parameters when
+            each lies in its distribution (queued once per study), so the best trial is never worse
+            on validation than the untuned estimator.
         metric: ``"auto"`` (log-loss for classifiers, RMSE for regressors), ``"log_loss"``,
             ``"accuracy"`` or ``"rmse"``, scored on the validation rows.
         val_fraction: share of the rows held out for validation.
@@ -736,6 +832,7 @@ def tune(
 
     metric = _resolve_metric(estimator, metric)
     space = _resolve_space(estimator, search_space)
+    _check_has_features(X)
     tr, va = _split(X, y, val_fraction=val_fraction, seed=seed, classify=is_classifier(estimator))
     data = {"X_train": _take(X, tr), "y_train": _take(y, tr), "X_val": _take(X, va), "y_val": _take(y, va)}
     study = _make_study(
@@ -745,6 +842,7 @@ def tune(
         study,
         _study_identity(estimator, X, y, metric=metric, val_fraction=val_fraction, seed=seed, space=space),
     )
+    _enqueue_own_setting(study, estimator, space)
     ran: list[int] = []
     kept: dict[str, tuple[float, int, Any]] = {}  # this process's best completed trial: value, number, model
     minimize = METRICS[metric] == "minimize"
@@ -754,7 +852,12 @@ def tune(
     def objective(trial: Any) -> float:
         ran.append(trial.number)
         est = _configured(estimator, _suggest(trial, space), seed)
-        reporter = _EpochReporter(trial, metric, on_epoch=lambda epoch, v: bar.epoch(trial.number, epoch, v))
+        reporter = _EpochReporter(
+            trial,
+            metric,
+            on_epoch=lambda epoch, v: bar.epoch(trial.number, epoch, v),
+            on_network=lambda network, epoch: bar.network(trial.number, network, epoch),
+        )
         with once.shown_once():
             _fit_trial(est, data, reporter)
             if reporter.pruned_at is not None:
@@ -770,7 +873,8 @@ def tune(
         return value
 
     try:
-        _run_trials(study, objective, n_trials=n_trials, timeout=timeout, after_trial=bar.finished)
+        with _quiet_interrupts():
+            _run_trials(study, objective, n_trials=n_trials, timeout=timeout, after_trial=bar.finished)
     finally:
         bar.close()
     with once.shown_once():
@@ -960,7 +1064,8 @@ def _budget_text(budget: dict[str, Any]) -> str:
     if budget.get("seconds") is not None:
         parts.append(f"{budget['seconds']:g} s")
     if budget.get("n_trials") is not None:
-        parts.append(f"{budget['n_trials']} trials")
+        n = budget["n_trials"]
+        parts.append(f"{n} trial{'' if n == 1 else 's'}")
     return " or ".join(parts) + (", whichever comes first" if len(parts) == 2 else "")
 
 
@@ -989,7 +1094,7 @@ def _report_markdown(report: dict[str, Any], trials_md: str) -> str:
 
 _OUTPUTS = (
     "model.safetensors", "model.json", "trials.csv", "report.json", "report.md", "results.json",
-    "trials.png", "report.html",
+    "trials.png", "environment.json", "report.html",
 )  # fmt: skip
 _FEW_ROWS = 20
 """``tune_csv`` warns when the validation or the test split has fewer rows than this."""
@@ -1023,6 +1128,60 @@ def _check_out(out: Path, *, overwrite: bool) -> None:
             f"--out {out} already holds a tuning result ({', '.join(found)}); pass --overwrite to "
             "replace those files, or choose another folder"
         )
+
+
+class TableFileError(ValueError):
+    """The CSV file given to :func:`tune_csv` cannot be read as a table (empty, not CSV, duplicate names)."""
+
+
+def _read_table(path: str | os.PathLike) -> Any:
+    """``path`` as a DataFrame; TableFileError when it is empty, not comma-separated text, or names a
+    column twice (pandas would rename the copy ``x.1`` and it would become a feature, the label's
+    copy included)."""
+    import pandas as pd
+
+    try:
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
+        frame = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise TableFileError(f"{path} is empty: expected a header row and data rows") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise TableFileError(
+            f"{path} is not a readable CSV table (comma-separated text, a header row first): {exc}"
+        ) from None
+    twice = sorted({name for name in header if name and header.count(name) > 1})
+    if twice:
+        raise TableFileError(
+            f"{path} names the column(s) {twice} more than once in its header; rename them (each copy would "
+            "otherwise be read as another column)"
+        )
+    return frame
+
+
+def _separator_hint(frame: Any) -> str:
+    """A hint when the header looks like JSON, or was read as one column holding another separator."""
+    name = str(frame.columns[0]) if frame.shape[1] else ""
+    if name.lstrip().startswith(("{", "[")):
+        return "; the file looks like JSON, not CSV"
+    if frame.shape[1] != 1:
+        return ""
+    for sep, label in ((";", "';'"), ("\t", "tab"), ("|", "'|'")):
+        if sep in name:
+            return f"; the header is one column containing {label}: the file looks {label}-separated, but it is read as comma-separated CSV"
+    return ""
+
+
+def _hold_out(held: contextlib.ExitStack, out: Path, *, overwrite: bool) -> None:
+    """Hold ``out``'s lock (one tuning result written at a time; the folder is made, and removed again if
+    the run fails before writing anything) and check it again under the lock."""
+    from ensemblize.run_folder import RunFolderBusy, RunFolderError, writer_lock
+
+    try:
+        held.enter_context(writer_lock(out))
+    except (RunFolderBusy, RunFolderError) as exc:
+        text = str(exc)
+        raise ValueError(text if text.startswith("--out ") else f"--out {out}: {text}") from None
+    _check_out(out, overwrite=overwrite)  # another process may have finished a result here meanwhile
 
 
 def _parse_date_columns(X: Any, *, echo: Callable[[str], None] | None) -> Any:
@@ -1067,8 +1226,10 @@ def tune_csv(
     (``estimator.save``; reload with ``LoMETabClassifier.load(out / "model")``),
     ``out/trials.csv``, ``out/report.json`` and ``out/report.md`` (best hyper-parameters, trial
     table, validation and test scores), ``out/results.json`` (the best estimator's record, as every
-    ensemblize command writes), ``out/trials.png`` (validation score per trial) and
-    ``out/report.html``. Returns the report dict.
+    ensemblize command writes), ``out/trials.png`` (validation score per trial),
+    ``out/environment.json`` and ``out/report.html``. Returns the report dict. ``out`` is locked
+    while the command runs (a second process writing there is refused); a run that fails before
+    writing its result leaves no folder it created behind.
 
     A feature column whose every value is an ISO 8601 date or date-time (``2001-02-03``,
     ``2001-02-03 04:05:06``, …) is read as a datetime column (seconds since 1970 to the model),
@@ -1099,14 +1260,17 @@ def tune_csv(
     t0 = time.perf_counter()
     timeout = None if time_budget is None else parse_duration(time_budget)
     _check_out(Path(out), overwrite=check_bool(overwrite, name="overwrite"))
-    try:
-        frame = pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        raise ValueError(f"{path} is empty: expected a header row and data rows") from None
+    frame = _read_table(path)
     if target not in frame.columns:
-        raise ValueError(f"target column {target!r} is not in {path} (columns: {list(frame.columns)})")
+        raise ValueError(
+            f"target column {target!r} is not in {path} (columns: {list(frame.columns)}){_separator_hint(frame)}"
+        )
     if len(frame) == 0:
-        raise ValueError(f"{path} has a header but no data rows")
+        raise TableFileError(f"{path} has a header but no data rows")
+    if frame.shape[1] == 1:
+        raise TableFileError(
+            f"{path} has no feature columns besides the target {target!r}{_separator_hint(frame)}"
+        )
     y = frame[target]
     if y.isna().any():
         raise ValueError(f"target column {target!r} has {int(y.isna().sum())} missing value(s) (NaN)")
@@ -1144,32 +1308,34 @@ def tune_csv(
             UserWarning,
             stacklevel=2,
         )
-    res = tune(est, Xr, yr, n_trials=n_trials, timeout=timeout, storage=storage,
-               study_name=study_name, seed=seed)  # fmt: skip
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    res.best_estimator.save(out / "model")
-    table = res.trials_table()
-    atomic_write_text(out / "trials.csv", table.to_csv(index=False))
-    states = table["state"].value_counts().to_dict() if len(table) else {}
-    report = {
-        "csv": str(path), "target": target, "task": task, "estimator": type(est).__name__,
-        "rows": len(frame), "rows_train": len(res.train_index), "rows_val": len(res.val_index),
-        "rows_test": len(test), "budget": {"seconds": timeout, "n_trials": n_trials},
-        "trial_states": {str(k): int(v) for k, v in states.items()}, "metric": res.metric,
-        "best_value": res.best_value, "best_params": res.best_params,
-        "test": _test_scores(res.best_estimator, X.iloc[test], y.iloc[test], task, yr.iloc[res.train_index]),
-        "seconds": time.perf_counter() - t0, "model": str(out / "model"),
-        "load_with": _load_line(res.best_estimator, out / "model"),
-    }  # fmt: skip
-    atomic_write_json(out / "report.json", report)
-    atomic_write_text(out / "report.md", _report_markdown(report, _markdown_table(table)))
-    _write_results(out, report, res, dataset=Path(path).stem, seed=seed)
-    _trials_figure(table, out / "trials.png", metric=res.metric, direction=res.direction)
-    from ensemblize.report.html import write_report
+    with contextlib.ExitStack() as held:
+        _hold_out(held, out, overwrite=overwrite)
+        res = tune(est, Xr, yr, n_trials=n_trials, timeout=timeout, storage=storage,
+                   study_name=study_name, seed=seed)  # fmt: skip
+        res.best_estimator.save(out / "model")
+        table = res.trials_table()
+        atomic_write_text(out / "trials.csv", table.to_csv(index=False))
+        states = table["state"].value_counts().to_dict() if len(table) else {}
+        report = {
+            "csv": str(path), "target": target, "task": task, "estimator": type(est).__name__,
+            "rows": len(frame), "rows_train": len(res.train_index), "rows_val": len(res.val_index),
+            "rows_test": len(test), "budget": {"seconds": timeout, "n_trials": n_trials},
+            "trial_states": {str(k): int(v) for k, v in states.items()}, "metric": res.metric,
+            "best_value": res.best_value, "best_params": res.best_params,
+            "test": _test_scores(res.best_estimator, X.iloc[test], y.iloc[test], task, yr.iloc[res.train_index]),
+            "seconds": time.perf_counter() - t0, "model": str(out / "model"),
+            "load_with": _load_line(res.best_estimator, out / "model"),
+        }  # fmt: skip
+        atomic_write_json(out / "report.json", report)
+        atomic_write_text(out / "report.md", _report_markdown(report, _markdown_table(table)))
+        _write_results(out, report, res, dataset=Path(path).stem, seed=seed)
+        _trials_figure(table, out / "trials.png", metric=res.metric, direction=res.direction)
+        record_environment(out, keep_existing=False)  # the report shows it, not the report writer's
+        from ensemblize.report.html import write_report
 
-    write_report(out, only=_OUTPUTS)  # --out may be a user's folder holding other files
-    return report
+        write_report(out, only=_OUTPUTS)  # --out may be a user's folder holding other files
+        return report
 
 
 def _write_results(out: Path, report: dict[str, Any], res: TuneResult, *, dataset: str, seed: int) -> None:
