@@ -16,6 +16,7 @@ Every module here maps a plain batch ``(B, C, H, W)`` to member outputs ``(B, M,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -80,9 +81,13 @@ class DeepEnsemble(nn.Module):
         self.models = nn.ModuleList(models)
         self.members = len(models)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """``(B, ...) -> (B, M, ...)``: member ``m``'s output at ``[:, m]``."""
-        return torch.stack([model(x) for model in self.models], dim=1)
+    def forward(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``(B, ...) -> (B, M, ...)``: member ``m``'s output at ``[:, m]``.
+
+        Every argument is passed to every member as given (``ensemble(x)``, or keyword inputs such as
+        ``ensemble(input_ids=..., attention_mask=...)`` for members that take them).
+        """
+        return torch.stack([model(*args, **kwargs) for model in self.models], dim=1)
 
 
 class SingleMember(nn.Module):
@@ -94,9 +99,9 @@ class SingleMember(nn.Module):
         self.model = model
         self.members = 1
 
-    def forward(self, x: Tensor) -> Tensor:
-        """``(B, ...) -> (B, 1, ...)``."""
-        return self.model(x).unsqueeze(1)
+    def forward(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``(B, ...) -> (B, 1, ...)`` (arguments passed to the model as given)."""
+        return self.model(*args, **kwargs).unsqueeze(1)
 
 
 class SplitMembers(nn.Module):

@@ -149,16 +149,24 @@ def call_model(model: nn.Module, inputs: Any) -> Any:
     return model(**inputs) if isinstance(inputs, Mapping) else model(inputs)
 
 
-def check_batch(inputs: Any, targets: Tensor | None, *, name: str, num_classes: int | None) -> None:
-    """Finite floating inputs/targets; class labels (N,) in ``[0, num_classes)`` when given."""
+def check_batch(
+    inputs: Any, targets: Tensor | None, *, name: str, num_classes: int | None, member_targets: bool = False
+) -> None:
+    """Finite floating inputs/targets; class labels (N,) in ``[0, num_classes)`` when given.
+
+    ``member_targets``: the batch was gathered with per-member row orders, so its labels are
+    ``(B, M)`` (one column per member); otherwise a 2-D label tensor (one-hot rows, ``(N, 1)``) is
+    refused, as it is for tensor data.
+    """
     for path, t in tree_leaves(inputs):
         if t.is_floating_point():
             check_finite(t, name=f"{name} X{path if isinstance(inputs, Mapping) else ''}")
     if targets is None:
         return
     if num_classes is not None:
-        if targets.dim() not in (1, 2):
-            raise ValueError(f"{name} labels must have shape (N,), got {tuple(targets.shape)}")
+        if targets.dim() != (2 if member_targets else 1):
+            want = "(B, M) (per-member row orders)" if member_targets else "(N,)"
+            raise ValueError(f"{name} labels must have shape {want}, got {tuple(targets.shape)}")
         check_labels(targets, num_classes, name=f"{name} labels")
     elif targets.is_floating_point():
         check_finite(targets, name=f"{name} y")
@@ -168,10 +176,11 @@ def batch_bounds(n: int, batch_size: int) -> list[tuple[int, int]]:
     """``[(start, stop), ...]`` covering ``range(n)`` in batches of ``batch_size``.
 
     A trailing batch of exactly one row is merged into the previous batch (which then has
-    ``batch_size + 1`` rows), so no training step sees a single sample when ``n > 1``.
+    ``batch_size + 1`` rows), so no training step sees a single sample when ``n > 1`` and
+    ``batch_size > 1`` (``batch_size=1`` asks for single rows: every batch keeps its one row).
     """
     bounds = [(s, min(s + batch_size, n)) for s in range(0, n, batch_size)]
-    if len(bounds) > 1 and bounds[-1][1] - bounds[-1][0] == 1:
+    if batch_size > 1 and len(bounds) > 1 and bounds[-1][1] - bounds[-1][0] == 1:
         bounds[-2:] = [(bounds[-2][0], n)]
     return bounds
 

@@ -469,10 +469,22 @@ def _step(run: Run, batch: Any, grad_clip: float | None) -> Tensor:
     """One optimisation step; returns ``[task × rows, regulariser × rows, rows]`` (float64, CPU)."""
     x, y = split_batch(batch, labels_key=run.train.labels_key, need_labels=True, name="train")
     if not run.train.checked_upfront:
-        check_batch(x, y, name="train", num_classes=run.num_classes)
+        check_batch(
+            x, y, name="train", num_classes=run.num_classes, member_targets=run.member_order is not None
+        )
     x, y = to_device(x, run.device), y.to(run.device)
     rows = int(y.shape[0])
-    task = check_scalar(run.loss(call_model(run.wrapped, x), y), name="loss_fn")
+    try:
+        out = call_model(run.wrapped, x)
+    except ValueError as exc:
+        if "Expected more than 1 value per channel" not in str(exc) or rows > 1:
+            raise
+        raise ValueError(
+            "a training batch of one row reached a BatchNorm layer, which cannot normalise a single value "
+            "(batch_size=1, or a DataLoader whose last batch holds one row): use batch_size >= 2, or "
+            "drop_last=True on the DataLoader"
+        ) from None
+    task = check_scalar(run.loss(out, y), name="loss_fn")
     total, reg = task, torch.zeros((), device=task.device)
     if run.regularizer is not None:
         reg = check_scalar(run.regularizer(run.module), name="regularizer")

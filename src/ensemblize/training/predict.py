@@ -34,7 +34,17 @@ from torch import Tensor, nn
 
 from .._checks import check_choice, check_int, check_module
 from . import distributed as D
-from .data import Source, batch_bounds, call_model, check_batch, make_source, split_batch, to_device, tree_map
+from .data import (
+    Source,
+    batch_bounds,
+    call_model,
+    check_batch,
+    make_source,
+    split_batch,
+    to_device,
+    tree_leaves,
+    tree_map,
+)
 from .modes import eval_mode
 from .outputs import class_members, regression_members, warn_if_probabilities
 from .progress import Progress
@@ -66,8 +76,6 @@ def sharded_batches(source: Source, ctx: D.DistContext, batch_size: int) -> Iter
 
 
 def _rows(batch: Any) -> int:
-    from .data import tree_leaves
-
     leaves = tree_leaves(batch)
     if not leaves:
         raise TypeError(f"a batch of type {type(batch).__name__} holds no tensors")
@@ -106,12 +114,31 @@ def _reorder(result: Any, order: Tensor) -> Any:
     return tree_map(lambda t: t[order], result)
 
 
+def _output_tensors(result: Any) -> list[Tensor]:
+    """Every tensor of a model's output (nested tuples / lists / dicts, dataclass fields included)."""
+    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+        return [t for f in dataclasses.fields(result) for t in _output_tensors(getattr(result, f.name))]
+    return [t for _, t in tree_leaves(result)]
+
+
+def _check_rows(out: Any, rows: int, *, name: str) -> None:
+    """ValueError unless every tensor the model returned has ``rows`` entries on its first axis (a
+    model that drops or pools rows would misalign every later row with its input)."""
+    for t in _output_tensors(out):
+        if t.dim() == 0 or t.shape[0] != rows:
+            raise ValueError(
+                f"the model returned an output of shape {tuple(t.shape)} for a batch of {rows} {name} rows; "
+                "predict needs one output row per input row (on the first axis)"
+            )
+
+
 def _local_outputs(module, source, *, transform, batch_size, device, ctx, bar) -> tuple[Tensor, Any]:
     indices, results = [], []
     for idx, batch in sharded_batches(source, ctx, batch_size):
         inputs, _ = split_batch(batch, labels_key=source.labels_key, need_labels=False, name=source.name)
         check_batch(inputs, None, name=source.name, num_classes=None)
         out = call_model(module, to_device(inputs, device))
+        _check_rows(out, len(idx), name=source.name)
         results.append(_to_cpu(transform(out) if transform is not None else out))
         indices.append(idx)
         bar.update()

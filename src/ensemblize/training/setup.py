@@ -185,6 +185,12 @@ def _task_setup(o: dict, module: nn.Module, train: Source, val: Source | None, d
     if task == "classification" and loss_fn is None:
         warn_if_probabilities(class_members(out), where="fit")
         c = int(class_members(out).shape[-1])
+        if c < 2:
+            raise ValueError(
+                f"task='classification' needs at least 2 logits per row, but the model returns 1 (output shape "
+                f"{tuple(class_members(out).shape)}): cross-entropy over one class is always 0. Give the model "
+                "one output per class, or pass a loss_fn (e.g. BCEWithLogitsLoss on the single logit)"
+            )
         num_classes = _check_classes(train, c)
         check_batch({}, y, name="train", num_classes=c)
         if val is not None:
