@@ -215,3 +215,90 @@ def test_a_partial_cifar_folder_names_the_missing_files(tmp_path):
         FileNotFoundError, match=r"holds 1 of the 6 files; missing: data_batch_2, .*test_batch\."
     ):
         load_cifar(tmp_path)
+
+
+def _py2_array(a: np.ndarray) -> bytes:
+    """A uint8 array pickled as Python 2's cPickle writes it (protocol 2): the dtype's type string and byte
+    order are Python 2 ``str``, short binary strings (opcode ``U``), which read back as bytes."""
+
+    def short(b: bytes) -> bytes:
+        return b"U" + bytes([len(b)]) + b
+
+    def int32(i: int) -> bytes:
+        return b"J" + int(i).to_bytes(4, "little", signed=True)
+
+    shape = b"(" + b"".join(int32(n) for n in a.shape) + b"t"
+    dtype = b"cnumpy\ndtype\n" + short(b"u1") + b"K\x00K\x01\x87R(K\x03" + short(b"|") + b"NNN"
+    dtype += int32(-1) + int32(-1) + b"K\x00tb"
+    raw = b"T" + len(a.tobytes()).to_bytes(4, "little") + a.tobytes()
+    return (b"cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85" + short(b"b") + b"\x87R(K\x01"
+            + shape + dtype + b"\x89" + raw + b"tb")  # fmt: skip
+
+
+def test_the_official_python_2_batches_load(tmp_path):
+    """CIFAR's own python batches were written by Python 2: their dtype strings come back as bytes, which
+    the reader refused ('an array dtype must be a type string, got bytes')."""
+    from ensemblize.data.array_pickle import load_array_pickle
+
+    small = np.array([1, 2, 3, 4], dtype=np.uint8)
+    np.testing.assert_array_equal(load_array_pickle(b"\x80\x02" + _py2_array(small) + b"."), small)
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    written = {}
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        data = rng.integers(0, 256, (20, 3072), dtype=np.uint8)
+        labels = np.arange(20) % 10
+        body = b"".join(b"J" + int(v).to_bytes(4, "little", signed=True) for v in labels)
+        batch = b"\x80\x02}(U\x04data" + _py2_array(data) + b"U\x06labels](" + body + b"eu."
+        assert pickle.loads(batch, encoding="bytes")[b"data"].shape == (20, 3072)  # what the stdlib reads
+        (folder / name).write_bytes(batch)
+        written[name] = (data, labels)
+    s = load_cifar(tmp_path, seed=0)
+    data, labels = written["test_batch"]
+    torch.testing.assert_close(
+        s.denormalize(s.x_test).double(),
+        torch.from_numpy(data.reshape(-1, 3, 32, 32) / 255.0),
+        atol=1e-5,
+        rtol=0,
+    )
+    assert s.y_test.tolist() == labels.tolist()
+
+
+def test_python_3_protocol_2_batches_with_empty_bytes_load():
+    from ensemblize.data.array_pickle import load_array_pickle
+
+    batch = {b"batch_label": b"", b"labels": [0, 1], b"data": np.zeros((2, 3072), dtype=np.uint8)}
+    got = load_array_pickle(pickle.dumps(batch, protocol=2))
+    assert got[b"batch_label"] == b"" and got[b"labels"] == [0, 1]
+    with pytest.raises(pickle.UnpicklingError, match=r"bytes\(\.\.\.\) with arguments"):
+        load_array_pickle(b"\x80\x02c__builtin__\nbytes\nJ\x00\x00\x00\x40\x85R.")  # bytes(2**30)
+
+
+@pytest.mark.parametrize(
+    ("labels", "shown"),
+    [([2.9] * 6, "float64"), (["cat"] * 6, "<U3"), (None, "object")],
+    ids=["float", "text", "none"],
+)
+def test_cifar_labels_that_are_not_class_indices_are_refused_naming_the_file(tmp_path, labels, shown):
+    """Float labels 2.9 were truncated to class 2; text raised int()'s error without the file."""
+    _write_py_cifar(tmp_path)
+    bad = tmp_path / "cifar-10-batches-py" / "data_batch_2"
+    with open(bad, "rb") as fh:
+        batch = pickle.load(fh)
+    batch[b"labels"] = labels
+    with open(bad, "wb") as fh:
+        pickle.dump(batch, fh)
+    with pytest.raises(ValueError, match=rf"data_batch_2: labels must be whole numbers .*got {shown}"):
+        load_cifar(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"seed": -1}, "seed must be >= 0"), ({"val_fraction": 1.0}, r"val_fraction must be in \(0, 1\)"),
+     ({"val_fraction": 0.01}, "fewer than its 2 classes")],
+)  # fmt: skip
+def test_load_cifar_checks_its_arguments_as_load_digits_does(tmp_path, kwargs, match):
+    _write_py_cifar(tmp_path)
+    with pytest.raises(ValueError, match=match):
+        load_cifar(tmp_path, **kwargs)

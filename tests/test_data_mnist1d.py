@@ -78,11 +78,14 @@ def test_cache_is_a_pickle_free_npz_that_is_read_back(cache_dir, arrays, monkeyp
     assert generate_mnist1d(cache=cache_dir)["x_train"][0, 0] != 99.0
 
 
-@pytest.mark.parametrize("bad", ["garbage", "object_array", "wrong_shape"])
+@pytest.mark.parametrize("bad", ["garbage", "object_array", "wrong_shape", "truncated", "empty"])
 def test_a_bad_cache_file_is_regenerated(tmp_path, arrays, bad, monkeypatch):
     path = m1._cache_file(tmp_path, 42)
     if bad == "garbage":
         path.write_bytes(b"not an npz")
+    elif bad in ("truncated", "empty"):  # BadZipFile / EOFError escaped the reader
+        np.savez(path, **arrays)
+        path.write_bytes(path.read_bytes()[: 1000 if bad == "truncated" else 0])
     elif bad == "object_array":
         np.savez(path, x_train=np.array([{"a": 1}], dtype=object), y_train=arrays["y_train"])
     else:

@@ -10,8 +10,10 @@ three globals an array's pickle names (``_reconstruct``, ``ndarray``, ``dtype``;
 :func:`numpy.frombuffer` from its recorded raw bytes, with a dtype rebuilt from its type string —
 numbers only (bool, integer, unsigned, float), whose size must match the bytes; a NumPy scalar
 (``scalar(dtype, bytes)``, e.g. a label) likewise. Every other global
-(``os.system``, ``numpy.load``, …) is refused. ``_codecs.encode`` is allowed: Python 2 pickles of bytes
-call it (latin-1), and it returns bytes.
+(``os.system``, ``numpy.load``, …) is refused. ``_codecs.encode`` is allowed: protocol-2 pickles of bytes
+written by Python 3 call it (latin-1), and it returns bytes; so is ``bytes()`` without arguments (an empty
+byte string at protocol 2). Python 2 pickles — the official batches — hold a dtype's type string and
+byte order as bytes; they are read as ASCII text.
 """
 
 from __future__ import annotations
@@ -29,20 +31,43 @@ _NUMERIC_KINDS = "biuf"
 _MAX_DIMS = 8
 
 
+def _type_string(value: Any, *, what: str) -> str:
+    """A dtype's type string or byte order as text: Python 3 pickles hold ``str``; Python 2 pickles (the
+    official CIFAR batches) hold ``bytes`` under ``encoding="bytes"``, ASCII by construction."""
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("ascii")
+        except UnicodeDecodeError:
+            raise pickle.UnpicklingError(f"{what} must be ASCII text, got {bytes(value)[:16]!r}") from None
+    if not isinstance(value, str):
+        raise pickle.UnpicklingError(f"{what} must be a type string, got {type(value).__name__}")
+    return value
+
+
+def _empty_bytes(*args: Any) -> bytes:
+    """``bytes()`` as Python 3 pickles an empty byte string at protocol 2; any argument is refused (``bytes(n)``
+    would allocate n bytes the file does not hold)."""
+    if args:
+        raise pickle.UnpicklingError("refusing bytes(...) with arguments: CIFAR batches hold bytes as data")
+    return b""
+
+
 class _DtypeRecord:
     """Stands for ``numpy.dtype(spec, align, copy)`` in a pickle; :meth:`resolve` makes the real one."""
 
     def __init__(self, spec: Any, align: Any = False, copy: Any = False) -> None:
-        if not isinstance(spec, str):
-            raise pickle.UnpicklingError(f"an array dtype must be a type string, got {type(spec).__name__}")
-        self.spec = spec
+        self.spec = _type_string(spec, what="an array dtype")
         self.order = "|"
 
     def __setstate__(self, state: Any) -> None:
         # (version, byte order, subarray, names, fields, elsize, alignment, flags): only the byte order is
         # read; the rest describes structured / object dtypes, which are refused in resolve
-        if isinstance(state, tuple) and len(state) > 1 and state[1] in ("<", ">", "|", "="):
-            self.order = state[1]
+        if not (isinstance(state, tuple) and len(state) > 1):
+            return
+        order = _type_string(state[1], what="an array byte order")
+        if order not in ("<", ">", "|", "="):
+            raise pickle.UnpicklingError(f"unknown array byte order {order!r}")
+        self.order = order
 
     def resolve(self) -> np.dtype:
         try:
@@ -144,6 +169,8 @@ class _Unpickler(pickle.Unpickler):
             import _codecs
 
             return _codecs.encode
+        if (module, name) in (("__builtin__", "bytes"), ("builtins", "bytes")):
+            return _empty_bytes
         raise pickle.UnpicklingError(
             f"refusing to load {module}.{name}: CIFAR batch files only contain dicts, lists, bytes and "
             "NumPy arrays of numbers"

@@ -4,8 +4,9 @@
 * :func:`load_cifar` — CIFAR-10 or CIFAR-100 from a folder the user already has (no download). Both
   official on-disk formats are read: the binary version (``cifar-10-batches-bin``: raw bytes, read
   with NumPy) and the python version (``cifar-10-batches-py`` / ``cifar-100-python``). The python
-  version is a pickle; it is read with a *restricted* unpickler that only admits the builtins and the
-  two NumPy array constructors those files contain, so a tampered file cannot run code.
+  version is a pickle; it is read by :func:`ensemblize.data.array_pickle.load_array_pickle`, which
+  builds no NumPy object from the file (arrays are made afterwards from their raw bytes, numbers only),
+  so a tampered file cannot run code or corrupt memory.
 
 Both return an :class:`ImageSplits` with a seeded, stratified train/val/test split and inputs
 normalised with the *train* split's per-channel mean and standard deviation.
@@ -96,6 +97,37 @@ class ImageSplits:
         )
 
 
+def _split_seed(seed: object) -> int:
+    seed = check_int(seed, name="seed", minimum=0)
+    if seed >= 2**32:
+        raise ValueError(f"seed must be < 2**32, got {seed}")
+    return seed
+
+
+def _check_stratifiable(what: str, fraction: float, labels: np.ndarray, *, name: str) -> None:
+    """ValueError when ``fraction`` of ``labels`` gives fewer rows than classes (a stratified split needs
+    at least one per class)."""
+    pool, n_classes = len(labels), len(np.unique(labels))
+    if int(np.ceil(fraction * pool)) < n_classes:
+        raise ValueError(
+            f"{what}={fraction} gives {int(np.ceil(fraction * pool))} of {pool} {name} examples, fewer "
+            f"than its {n_classes} classes: a stratified split needs at least one per class"
+        )
+
+
+def _int_labels(values: object, *, where: object) -> np.ndarray:
+    """A python batch's labels as int64 ``(N,)``; ValueError naming ``where`` unless they are whole numbers
+    (a float 2.9 was truncated to class 2; text raised int()'s error without the file's name)."""
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.int64).reshape(-1)
+    if arr.dtype.kind == "f" and np.isfinite(arr).all() and (arr == np.round(arr)).all():
+        return arr.astype(np.int64).reshape(-1)
+    raise ValueError(
+        f"{where}: labels must be whole numbers (class indices), got {arr.dtype} values {arr.reshape(-1)[:3].tolist()}"
+    )
+
+
 def split_and_normalize(
     name: str,
     images01: np.ndarray,
@@ -111,9 +143,7 @@ def split_and_normalize(
 
     ``classes`` keeps only those labels, relabelled ``0..k-1`` in the given order.
     """
-    seed = check_int(seed, name="seed", minimum=0)
-    if seed >= 2**32:
-        raise ValueError(f"seed must be < 2**32, got {seed}")
+    seed = _split_seed(seed)
     check_fraction(val_fraction, name="val_fraction")
     check_fraction(test_fraction, name="test_fraction")
     if val_fraction + test_fraction >= 1:
@@ -136,14 +166,8 @@ def split_and_normalize(
         images01, labels = images01[keep], remap[labels[keep]]
         names = [names[c] for c in classes]
     idx = np.arange(len(labels))
-    n_classes = len(np.unique(labels))
-    for what, fraction, pool in (("test_fraction", test_fraction, len(labels)),
-                                 ("val_fraction", val_fraction, len(labels))):  # fmt: skip
-        if int(np.ceil(fraction * pool)) < n_classes:
-            raise ValueError(
-                f"{what}={fraction} gives {int(np.ceil(fraction * pool))} of {pool} {name} examples, fewer "
-                f"than its {n_classes} classes: a stratified split needs at least one per class"
-            )
+    for what, fraction in (("test_fraction", test_fraction), ("val_fraction", val_fraction)):
+        _check_stratifiable(what, fraction, labels, name=name)
     idx_trainval, idx_test = train_test_split(
         idx, test_size=test_fraction, random_state=seed, stratify=labels
     )
@@ -309,6 +333,9 @@ def load_cifar(
     """
     if num_classes not in _CIFAR_LAYOUTS:
         raise ValueError(f"num_classes must be 10 or 100, got {num_classes!r}")
+    seed = _split_seed(seed)
+    if not 0 < check_fraction(val_fraction, name="val_fraction") < 1:
+        raise ValueError(f"val_fraction must be in (0, 1) (the rest trains), got {val_fraction!r}")
     kind, base = _find_cifar(Path(root), num_classes)
     _, train_files, test_files, *rest = _CIFAR_LAYOUTS[num_classes][kind]
 
@@ -327,7 +354,7 @@ def load_cifar(
                         f"{base / f}: data must be uint8 rows of 3072 values (3 x 32 x 32, channels first), "
                         f"got {raw.dtype} {raw.shape}"
                     )
-                x, y = raw, np.asarray(batch[rest[0]], dtype=np.int64).reshape(-1)
+                x, y = raw, _int_labels(batch[rest[0]], where=base / f)
             # a batch whose labels and images are out of step would shift every later label silently
             if len(x) != len(y):
                 raise ValueError(f"{base / f}: {len(x)} images but {len(y)} labels")
@@ -340,9 +367,9 @@ def load_cifar(
         x = np.concatenate(xs).reshape(-1, 3, 32, 32).astype(np.float64) / 255.0
         return x, np.concatenate(ys)
 
-    check_fraction(val_fraction, name="val_fraction")
     x_tr, y_tr = read(train_files)
     x_te, y_te = read(test_files)
+    _check_stratifiable("val_fraction", val_fraction, y_tr, name=f"cifar{num_classes} training")
     # The official test set stays the test split; only the official train set is split into train/val.
     idx_train, idx_val = train_test_split(
         np.arange(len(y_tr)), test_size=val_fraction, random_state=seed, stratify=y_tr

@@ -33,6 +33,7 @@ import json
 import os
 import random
 import tempfile
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -115,7 +116,7 @@ def _read_cache(path: Path) -> dict[str, np.ndarray] | None:
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # unreadable, truncated, empty
         return None
     return arrays if _valid(arrays) else None
 
