@@ -300,6 +300,12 @@ def test_norm_layers_left_shared_are_named_and_batch_statistics_that_mix_members
     )
     with pytest.warns(UserWarning, match=r"left \['3'\] shared: their class\(es\) \['_ThirdPartyRMSNorm'\]"):
         assert ez.sigma_ensemble(net, members=2).converted == ["1"]
+    # a predicate, even one that takes everything, is not a deliberate list: the warning stays
+    with pytest.warns(UserWarning, match=r"left \['3'\] shared"):
+        ez.sigma_ensemble(net, members=2, layers=lambda name, layer: True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ez.sigma_ensemble(net, members=2, layers=["1"])  # the layers to convert, named: no warning
     only = nn.Sequential(nn.Linear(6, 8), _ThirdPartyRMSNorm(8))
     with (
         pytest.warns(UserWarning),
@@ -599,3 +605,15 @@ def test_the_row_check_is_per_thread_and_compiles_in_one_graph():
     compiled = torch.compile(ens, fullgraph=True, backend="eager")
     with torch.no_grad():
         torch.testing.assert_close(compiled(xs[0]), ens(xs[0]))
+
+
+def test_converted_names_given_to_the_diversity_functions_get_a_hint():
+    ens = ez.sigma_ensemble(nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 3)), members=2)
+    assert ens.converted == ["1"]
+    for call in (
+        lambda: ez.diversity.sharing(ens, layers=ens.converted),
+        lambda: ez.diversity.softmax_temperature_loss(ens, 1.0, 0.1, layers=ens.converted),
+    ):
+        with pytest.raises(ValueError, match=r"unknown σNorm layer name\(s\) \['1'\].*e\.g\. 'backbone\.1'"):
+            call()
+    assert len(ez.diversity.sharing(ens, layers=[f"backbone.{n}" for n in ens.converted])) == 1

@@ -10,8 +10,10 @@ The wrapper repeats each input ``M`` times in ``repeat_interleave`` order (``(B,
 leading size is ``B·M`` back to ``(B, M, ...)``. Only the norm layers are per member; every other
 weight is shared. With ``noise=0.0`` each member reproduces the original model exactly (see
 :mod:`ensemblize.nn.sigma_norm` for the gate parameterisation that makes this true): bit for bit
-through BatchNorm and LayerNorm, to one rounding step through GroupNorm (its member affine follows
-torch's normalisation instead of being fused into it: ≤ ~2e-7 relative in float32).
+through BatchNorm and LayerNorm in float32 / float64, to one rounding step through GroupNorm (its
+member affine follows torch's normalisation instead of being fused into it: ≤ ~2e-7 relative in
+float32) and through a LayerNorm whose parameters are float16 / bfloat16 (the normalised value is
+rounded to that format before the member affine).
 """
 
 from __future__ import annotations
@@ -294,7 +296,7 @@ def convert_norms(
             "but override forward, which a σNorm layer cannot reproduce",
             stacklevel=3,
         )
-    if layers is None:
+    if not isinstance(layers, Iterable):  # all layers, or a predicate: a list of names is a deliberate choice
         other = _unsupported_norms(module, batch_family=False)
         if other:
             warnings.warn(

@@ -50,7 +50,15 @@ def sigma_layers(model: nn.Module, layers: LayerSelection = None) -> list[tuple[
         names = {n for n, _ in found}
         unknown = sorted(wanted - names)
         if unknown:
-            raise ValueError(f"unknown σNorm layer name(s) {unknown}; available: {sorted(names)}")
+            # names relative to the original model (SigmaEnsemble.converted) lack the wrapper's prefix
+            prefixes = sorted({n[: -len(u)] for u in unknown for n in names if n.endswith("." + u)})
+            hint = (
+                f"; names are as model.named_modules() gives them (e.g. {prefixes[0] + unknown[0]!r}): "
+                f"SigmaEnsemble.converted names layers relative to the original model, without {prefixes[0]!r}"
+                if prefixes
+                else ""
+            )
+            raise ValueError(f"unknown σNorm layer name(s) {unknown}; available: {sorted(names)}{hint}")
         chosen = [(n, m) for n, m in found if n in wanted]
     if not chosen:
         raise ValueError("the layer selection matched no σNorm layer")
