@@ -334,8 +334,9 @@ def tabular_grid(
             tabular_job,
             _grid_label(r, s),
             name=_grid_label(r, s),
-            # one network: the grid measures the diversity of one LoMETab's members, not of a pool
-            overrides={"rank": r, "init_scale": s, "n_networks": 1, **overrides},
+            # one network: the grid measures the diversity of one LoMETab's members, not of a pool; no
+            # refit on the validation rows (the regressor's default): the best cell is chosen on them
+            overrides={"rank": r, "init_scale": s, "n_networks": 1, "refit_full": False, **overrides},
             **shared,
         )
         for r in r_list

@@ -130,14 +130,15 @@ def defaults_digest() -> str:
 def budget_config(budget: str, n_train: int, **overrides: Any) -> dict[str, Any]:
     """The preset ``budget``'s overrides for a table with ``n_train`` training rows, then ``overrides``.
 
-    Keys: LoMETab estimator parameters, ``gbdt_rounds`` / ``gbdt_patience`` and the σN settings
-    ``tau``, ``lam``, ``noise``, ``norm``. Raises ValueError for an unknown preset or key.
+    Keys: LoMETab estimator parameters, ``gbdt_rounds`` / ``gbdt_patience`` / ``gbdt_refit`` (the
+    GBDTs' ``refit_full``: off unless given) and the σN settings ``tau``, ``lam``, ``noise``, ``norm``.
+    Raises ValueError for an unknown preset or key.
     """
     check_choice(budget, tuple(BUDGETS), name="budget")
     cfg = dict(BUDGETS[budget])
     if n_train > _LARGE_ROWS:
         cfg.update(_LARGE.get(budget, {}))
-    known = {*_lometab_defaults(), "gbdt_rounds", "gbdt_patience", *_SIGMA}
+    known = {*_lometab_defaults(), "gbdt_rounds", "gbdt_patience", "gbdt_refit", *_SIGMA}
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise ValueError(f"unknown hyper-parameter(s) {unknown}; known: {sorted(known)}")
@@ -181,6 +182,8 @@ def make_estimator(method: str, task: str, *, seed: int, cfg: dict[str, Any]):
             "early_stopping_rounds": cfg["gbdt_patience"],
             "learning_rate": _GBDT_LR,
         }
+        if cfg.get("gbdt_refit"):  # the LoMETab regressor's refit, for boosting: a fairness check
+            setting["refit_full"] = True
         cls = GBDTRegressor if task == "regression" else GBDTClassifier
         return cls(kind=method, random_state=int(seed), impute=True, **setting), setting
     if method == "tabm":

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 
-from ensemblize._checks import check_choice, check_instance, check_int
+from ensemblize._checks import check_bool, check_choice, check_instance, check_int
 from ensemblize.data.tables import TASKS
 from ensemblize.tabular.inputs import check_real
 from ensemblize.tabular.table_pipeline import TablePipeline, estimator_init
@@ -148,8 +148,13 @@ def fit_gbdt(
     seed: int,
     params: dict[str, Any] | None = None,
     n_classes: int | None = None,
+    refit_full: bool = False,
 ) -> GBDTModel:
     """Fit an XGBoost or CatBoost model with early stopping on ``(X_val, y_val)``.
+
+    ``refit_full=True``: after early stopping has chosen the round count, fit a new model on training
+    + validation rows for that many rounds (no early stopping; the LoMETab estimators' ``refit_full``
+    for boosting). Its validation scores are then on rows it trained on.
 
     Args:
         kind: ``"xgboost"`` or ``"catboost"``.
@@ -205,9 +210,30 @@ def fit_gbdt(
         model, best = _fit_catboost(
             lib, X_train, y_train, X_val, y_val, task, int(seed), merged, rounds, patience
         )
+    if check_bool(refit_full, name="refit_full"):
+        x_all, y_all = np.concatenate([X_train, X_val]), np.concatenate([y_train, y_val])
+        model = _refit(lib, kind, task, x_all, y_all, int(seed), merged, int(best) + 1)
     seconds = time.perf_counter() - start
-    used = {**merged, "max_rounds": rounds, "early_stopping_rounds": patience}
+    used = {**merged, "max_rounds": rounds, "early_stopping_rounds": patience, "refit_full": bool(refit_full)}
     return GBDTModel(kind, task, model, n_classes, int(best), seconds, used)
+
+
+def _refit(lib, kind, task, X, y, seed, params, rounds):
+    """The same booster fitted on ``(X, y)`` for exactly ``rounds`` rounds, without early stopping."""
+    if kind == "xgboost":
+        cls = lib.XGBRegressor if task == "regression" else lib.XGBClassifier
+        objective = {"regression": "reg:squarederror", "binclass": "binary:logistic"}.get(
+            task, "multi:softprob"
+        )
+        model = cls(objective=objective, n_estimators=rounds, random_state=seed, verbosity=1, **params)
+        model.fit(X, y, verbose=False)
+        return model
+    cls = lib.CatBoostRegressor if task == "regression" else lib.CatBoostClassifier
+    loss = {"regression": "RMSE", "binclass": "Logloss"}.get(task, "MultiClass")
+    model = cls(loss_function=loss, iterations=rounds, random_seed=seed, verbose=False,
+                allow_writing_files=False, **params)  # fmt: skip
+    model.fit(X, y)
+    return model
 
 
 def _fit_xgboost(xgb, X_tr, y_tr, X_va, y_va, task, seed, params, rounds, patience):
@@ -316,6 +342,7 @@ class _GBDTEstimator(TablePipeline):
             "max_rounds": 4000,
             "early_stopping_rounds": 50,
             "params": None,
+            "refit_full": False,
             "val_fraction": 0.2,
             "impute": True,
             "random_state": None,
@@ -335,6 +362,7 @@ class _GBDTEstimator(TablePipeline):
         check_int(self.max_rounds, name="max_rounds", minimum=1)
         check_int(self.early_stopping_rounds, name="early_stopping_rounds", minimum=1)
         check_instance(self.params, (dict, type(None)), name="params", what="a dict or None")
+        check_bool(self.refit_full, name="refit_full")
         self._validate_pipeline_params()
 
     def fit(self, X: Any, y: Any, eval_set: tuple[Any, Any] | None = None):
@@ -365,6 +393,7 @@ class _GBDTEstimator(TablePipeline):
             seed=seed,
             params=settings,
             n_classes=n_classes,
+            refit_full=self.refit_full,
         )
         self.best_iteration_ = self.booster_.best_iteration
         self.train_seconds_ = self.booster_.train_seconds
@@ -380,6 +409,7 @@ class GBDTClassifier(ClassifierMixin, _GBDTEstimator):
 
     Hyper-parameters (keyword-only): kind ("xgboost"), learning_rate (0.05), max_rounds (4000),
     early_stopping_rounds (50), params (None: :data:`DEFAULT_PARAMS` overrides, library names),
+    refit_full (False: True refits on training + validation rows for the early-stopped round count),
     val_fraction (0.2), impute (True), random_state (None). ``predict_proba`` -> float64 ``(N, C)``
     rows summing to 1 (columns in ``classes_`` order); ``predict`` -> labels.
     """
