@@ -188,10 +188,12 @@ def check_float_input(x: torch.Tensor, *, like: torch.Tensor, name: str) -> None
     """Raise TypeError unless the layer input ``x`` is floating point with the dtype of ``like`` (a weight).
 
     A metadata check only (no host sync), so layers can run it on every call; ``name`` is the layer.
+    Under autocast the dtypes may differ (an autocast layer before it hands on its lower precision;
+    torch's own layers accept that there).
     """
     if not x.is_floating_point():
         raise TypeError(f"{name} expects a floating-point input, got dtype {x.dtype}")
-    if x.dtype != like.dtype:
+    if x.dtype != like.dtype and not torch.is_autocast_enabled(x.device.type):
         raise TypeError(
             f"{name}: input dtype {x.dtype} does not match the layer's {like.dtype}; "
             f"convert one of them (e.g. x.to({like.dtype}) or layer.to({x.dtype}))"

@@ -447,6 +447,10 @@ class LoMELinear(_LowRankEnsembleLinear):
       factored iff ``4·r·B < √(in·out)`` (a rule fitted to CPU step times: the factored form costs
       ``r`` extra GEMMs on ``B·K`` rows, the materialized one memory-bound passes over the weights).
 
+    The materialized form's backward is not itself differentiable: a second-order gradient (a gradient
+    penalty, ``torch.autograd.grad(..., create_graph=True)`` then ``backward``) needs
+    ``form="factored"``; with ``"auto"`` it works or raises depending on the batch size.
+
     Args:
         in_features, out_features: sizes of the plain linear layer.
         members: number of members ``K`` (≥ 1).

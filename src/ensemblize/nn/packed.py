@@ -30,6 +30,7 @@ of :mod:`ensemblize.members` viewed as ``(B, M·c/M, ...)``.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -114,11 +115,25 @@ def packed_widths(
     )
 
 
-def _layer_options(*, first: bool = False, last: bool = False, bias: bool = True) -> tuple[bool, bool, bool]:
-    """The keyword-only options both packed layers take, checked (each a bool): ``first``, the layer reads
-    the raw, shared input (``c_in`` = the base width, one dense group); ``last``, it writes ``M`` times
-    the base output width; ``bias``, add a learnable bias."""
-    return check_bool(first, name="first"), check_bool(last, name="last"), check_bool(bias, name="bias")
+def _layer_options(
+    *,
+    first: bool = False,
+    last: bool = False,
+    bias: bool = True,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+) -> tuple[bool, bool, bool, dict[str, Any]]:
+    """The keyword-only options both packed layers take, checked: ``first``, the layer reads the raw,
+    shared input (``c_in`` = the base width, one dense group); ``last``, it writes ``M`` times the base
+    output width; ``bias``, add a learnable bias (each a bool); ``device`` / ``dtype`` of the parameters,
+    as torch's layers take them (returned as a dict of those given)."""
+    factory = {k: v for k, v in (("device", device), ("dtype", dtype)) if v is not None}
+    return (
+        check_bool(first, name="first"),
+        check_bool(last, name="last"),
+        check_bool(bias, name="bias"),
+        factory,
+    )
 
 
 def _keep_packing(layer: nn.Module, members: int, alpha: float, gamma: int, first: bool, last: bool) -> None:
@@ -157,6 +172,7 @@ class PackedConv2d(nn.Conv2d):
         first: the layer reads the raw, shared input (``c_in = in_channels``, ``groups = 1``).
         last: the layer writes ``M · out_channels`` channels.
         bias: add a learnable bias.
+        device, dtype: of the parameters, as ``nn.Conv2d``.
     """
 
     def __init__(
@@ -171,12 +187,14 @@ class PackedConv2d(nn.Conv2d):
         padding: int | tuple[int, int] = 0,
         **options,
     ) -> None:
-        first, last, bias = _layer_options(**options)
+        first, last, bias, factory = _layer_options(**options)
         c_in, c_out, groups = packed_widths(
             in_channels, out_channels, members, alpha, gamma, first=first, last=last
         )
         kernel, strides, pads = conv_geometry(kernel_size, stride, padding)
-        super().__init__(c_in, c_out, kernel, stride=strides, padding=pads, groups=groups, bias=bias)
+        super().__init__(
+            c_in, c_out, kernel, stride=strides, padding=pads, groups=groups, bias=bias, **factory
+        )
         _keep_packing(self, members, alpha, gamma, first, last)
         self.base_in_channels = int(in_channels)
         self.base_out_channels = int(out_channels)
@@ -216,6 +234,7 @@ class PackedLinear(nn.Module):
         first: the layer reads the raw, shared input (``c_in = in_features``, one dense block).
         last: the layer writes ``M · out_features`` features.
         bias: add a learnable bias.
+        device, dtype: of the parameters, as ``nn.Linear``.
     """
 
     def __init__(
@@ -228,9 +247,15 @@ class PackedLinear(nn.Module):
         **options,
     ) -> None:
         super().__init__()
-        first, last, bias = _layer_options(**options)
+        first, last, bias, factory = _layer_options(**options)
         c_in, c_out, groups = packed_widths(
-            in_features, out_features, members, alpha, gamma, first=first, last=last
+            check_int(in_features, name="in_features"),
+            check_int(out_features, name="out_features"),
+            members,
+            alpha,
+            gamma,
+            first=first,
+            last=last,
         )
         self.in_features = c_in
         self.out_features = c_out
@@ -238,8 +263,8 @@ class PackedLinear(nn.Module):
         _keep_packing(self, members, alpha, gamma, first, last)
         self.base_in_features = int(in_features)
         self.base_out_features = int(out_features)
-        self.weight = nn.Parameter(torch.empty(c_out, c_in // groups))
-        self.bias = nn.Parameter(torch.empty(c_out)) if bias else None
+        self.weight = nn.Parameter(torch.empty(c_out, c_in // groups, **factory))
+        self.bias = nn.Parameter(torch.empty(c_out, **factory)) if bias else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -157,6 +157,8 @@ class SigmaNorm(nn.Module):
         length). Inside ``torch.inference_mode`` fresh ones are made and not kept, since inference
         tensors cannot be saved for a later backward.
         """
+        if torch.compiler.is_compiling():  # traced: constants of the graph (no cache, no mode query)
+            return like.new_zeros(size), like.new_ones(size)
         key = (size, like.dtype, like.device)
         cache: dict = self.__dict__.setdefault("_constants", {})
         found = cache.get(key)

@@ -10,7 +10,8 @@ The wrapper repeats each input ``M`` times in ``repeat_interleave`` order (``(B,
 leading size is ``B·M`` back to ``(B, M, ...)``. Only the norm layers are per member; every other
 weight is shared. With ``noise=0.0`` each member reproduces the original model exactly (see
 :mod:`ensemblize.nn.sigma_norm` for the gate parameterisation that makes this true): bit for bit
-through BatchNorm and LayerNorm in float32 / float64, to one rounding step through GroupNorm (its
+through BatchNorm and LayerNorm in float32 / float64 at the default ``gate_init=0`` (any other
+``gate_init``: one rounding step, as ``w = σ(γ₀) · (w / σ(γ₀))`` is exact only for σ(γ₀) = ½), to one rounding step through GroupNorm (its
 member affine follows torch's normalisation instead of being fused into it: ≤ ~2e-7 relative in
 float32) and through a LayerNorm whose parameters are float16 / bfloat16 (the normalised value is
 rounded to that format before the member affine).
