@@ -114,3 +114,11 @@ def test_a_deep_ensemble_passes_keyword_inputs_to_every_member():
     data = {"feats": feats, "mask": mask, "labels": torch.arange(20) % 3}
     fit(ens, data, epochs=1, batch_size=8, progress=False)
     assert predict(ens, {"feats": feats, "mask": mask}).shape == (20, 2, 3)
+
+
+def test_per_member_batches_on_a_deep_ensemble_is_refused_before_training():
+    """Each member got the (B, M, ...) per-member input and training failed at its first step on the
+    logits' shape."""
+    x, y = torch.randn(32, 8), torch.arange(32) % 2
+    with pytest.raises(ValueError, match="per_member_batches is not supported by a DeepEnsemble"):
+        fit(_two_member_ensemble(), (x, y), epochs=1, per_member_batches=True, progress=False)

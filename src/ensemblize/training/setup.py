@@ -305,6 +305,12 @@ def _is_sigma_ensemble(module: nn.Module) -> bool:
     return isinstance(module, SigmaEnsemble)
 
 
+def _is_deep_ensemble(module: nn.Module) -> bool:
+    from ..models.ensembles import DeepEnsemble
+
+    return isinstance(module, DeepEnsemble)
+
+
 def _check_callables(o: dict[str, Any]) -> None:
     if o["progress"] is not None and not isinstance(o["progress"], bool):
         raise TypeError(f"progress must be True, False or None, got {o['progress']!r}")
@@ -343,6 +349,12 @@ def make_run(o: dict, module: nn.Module, train: Source, val: Source | None, devi
         raise ValueError(
             "per_member_batches is not supported by a σN ensemble: SigmaEnsemble repeats each input "
             "batch for every member, so its members always share their rows"
+        )
+    if o["per_member_batches"] and _is_deep_ensemble(module):
+        raise ValueError(
+            "per_member_batches is not supported by a DeepEnsemble: it gives every member the whole batch "
+            "(B, ...), not member m's rows x[:, m]; per-member row orders need a model that reads (B, M, ...) "
+            "inputs (the tabular ensembles)"
         )
     if o["per_member_batches"] and not isinstance(train, IndexedSource):
         raise ValueError("per_member_batches needs tensor or Dataset training data, not a DataLoader")
