@@ -93,3 +93,19 @@ def test_saved_settings_that_describe_more_than_the_file_holds_are_refused_befor
     _edit_meta(stem, lambda m: m.update(classes_dtype="(300000000,)u1"))
     with pytest.raises(ValueError, match=r"classes_dtype '\(300000000,\)u1' is not a label dtype"):
         LoMETabClassifier.load(stem)
+
+
+def test_a_lock_that_cannot_be_taken_is_a_named_error_and_leaks_no_descriptor(tmp_path, monkeypatch):
+    import errno
+    import fcntl
+
+    from ensemblize.run_folder import acquire_lock
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(RunFolderError, match="cannot be locked: No locks available"):
+        acquire_lock(tmp_path)
+    assert len(os.listdir("/proc/self/fd")) == before

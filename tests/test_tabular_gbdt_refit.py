@@ -50,5 +50,8 @@ def test_the_estimators_take_refit_full_and_refuse_a_non_bool():
     )
     proba = est.fit(X, y).predict_proba(X)
     assert proba.shape == (120, 2) and est.booster_.params["refit_full"] is True
+    plain = GBDTClassifier(kind="xgboost", max_rounds=30, early_stopping_rounds=5, random_state=0).fit(X, y)
+    assert plain.best_iteration_ == est.best_iteration_  # the same early-stopped round count ...
+    assert not np.allclose(plain.predict_proba(X), proba)  # ... fitted again on more rows
     with pytest.raises(TypeError, match="refit_full"):
         GBDTRegressor(kind="xgboost", refit_full="yes").fit(X, X["b"])

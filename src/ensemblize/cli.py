@@ -609,7 +609,7 @@ def tune(
         )
     import torch
 
-    from .tabular.tuning import TableFileError, parse_duration, tune_csv
+    from .tabular.tuning import InterruptedWhileWriting, TableFileError, parse_duration, tune_csv
 
     try:
         parse_duration(time_budget)
@@ -644,13 +644,18 @@ def tune(
     except ImportError as exc:
         typer.echo(f"ensemblize tune: {exc}", err=True)
         raise typer.Exit(1) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         kept = (
             f"; the finished trials stay in the shared study {study_name!r} (--storage): the same command joins it again"
             if storage is not None
             else ""
         )
-        typer.echo(f"\ninterrupted: nothing was written to --out {out}{kept}", err=True)
+        what = (
+            f"the result in --out {out} may be incomplete (run again with --overwrite)"
+            if isinstance(exc, InterruptedWhileWriting)
+            else f"nothing was written to --out {out}"
+        )
+        typer.echo(f"\ninterrupted: {what}{kept}", err=True)
         raise typer.Exit(130) from None
     except TableFileError as exc:
         raise typer.BadParameter(str(exc), param_hint="'TABLE'") from None

@@ -239,6 +239,14 @@ def read_manifest(root: str | os.PathLike, *, verify: bool = True) -> dict[str, 
     return manifest
 
 
+def make_folder(path: Path) -> None:
+    """``mkdir -p path``; RunFolderError naming ``--out`` and the reason when it cannot be created."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunFolderError(f"--out {path} cannot be created: {exc.strerror or exc}") from None
+
+
 def acquire_lock(folder: Path) -> int:
     """Hold ``folder/.lock`` (an exclusive ``flock``, the holder's pid written in it); return its descriptor.
 
@@ -257,19 +265,29 @@ def acquire_lock(folder: Path) -> int:
                 f"{lock} is a symbolic link, not a lock file; remove it (the run folder may have been tampered with)"
             ) from None
         raise RunFolderError(f"--out {folder} is not writable: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted as .lock
-        os.close(fd)
-        raise RunFolderError(f"{lock} is not a regular file; remove it")
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted as .lock
+            raise RunFolderError(f"{lock} is not a regular file; remove it")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            raise RunFolderBusy(
+                f"another process (pid {holder}) is writing to {folder}; wait for it or choose another --out"
+            ) from None
+        # a writer that gave up removes its .lock before releasing it: a lock taken on that unlinked file
+        # between the two is not the folder's lock
+        if os.fstat(fd).st_ino != os.stat(lock, follow_symlinks=False).st_ino:
+            raise RunFolderBusy(f"another process was removing {folder} while this one locked it; run again")
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+    except BaseException as exc:
         os.close(fd)
-        raise RunFolderBusy(
-            f"another process (pid {holder}) is writing to {folder}; wait for it or choose another --out"
-        ) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, str(os.getpid()).encode())
+        if isinstance(exc, OSError) and not isinstance(
+            exc, BlockingIOError
+        ):  # ENOLCK, ENOSPC, a vanished .lock
+            raise RunFolderError(f"--out {folder} cannot be locked: {exc.strerror or exc}") from None
+        raise
     return fd
 
 
@@ -290,19 +308,16 @@ def writer_lock(folder: str | os.PathLike) -> Iterator[Path]:
     """
     path = Path(folder)
     created = not path.exists()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunFolderError(f"--out {path} cannot be created: {exc.strerror or exc}") from None
+    make_folder(path)
     fd = acquire_lock(path)
     try:
         yield path
     except BaseException:
-        release_lock(fd)
-        if created and [p.name for p in path.iterdir()] == [LOCK]:
-            with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # while still holding the lock (see acquire_lock)
+            if created and [p.name for p in path.iterdir()] == [LOCK]:
                 (path / LOCK).unlink()
                 path.rmdir()
+        release_lock(fd)
         raise
     release_lock(fd)
 
@@ -382,10 +397,7 @@ class RunFolder:
     # --------------------------------------------------------------------------- lifecycle
     def __enter__(self) -> RunFolder:
         self.check()
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise RunFolderError(f"--out {self.path} cannot be created: {exc.strerror or exc}") from None
+        make_folder(self.path)
         self._lock_fd = acquire_lock(self.path)
         try:
             self.check()  # re-check under the lock: another writer may have finished meanwhile

@@ -130,13 +130,9 @@ def evaluate_probs(member_probs: np.ndarray, labels: np.ndarray, *, n_bins: int 
     """
     from ensemblize.metrics import _validate as V
 
-    checked = V.probabilities(member_probs, name="member_probs", require_members=True)
-    labels = V.labels(labels, checked.shape[0], checked.shape[-1], name="labels")
-    if not isinstance(member_probs, (np.ndarray, Tensor)):
-        member_probs = checked
-    # the metrics below get the caller's array at its own precision: the float64 copy would be held to
-    # float64's row-sum tolerance by each metric's validation (half-precision rows failed it)
-    pbar = checked.mean(axis=1)
+    member_probs = V.checked_probabilities(member_probs, name="member_probs", require_members=True)
+    labels = V.labels(labels, member_probs.shape[0], member_probs.shape[-1], name="labels")
+    pbar = member_probs.mean(axis=1)
     correct = pbar.argmax(axis=1) == labels
     conf = pbar.max(axis=1)
     out = {

@@ -102,6 +102,22 @@ def probabilities(
     return arr
 
 
+def checked_probabilities(probs: object, *, name: str = "probs", require_members: bool = False) -> np.ndarray:
+    """:func:`probabilities`, returned so that any metric accepts the float64 array again.
+
+    A lower-precision input is validated at its own row-sum tolerance (half precision: 1e-2); its rows
+    that float64's tolerance would then refuse are renormalised in float64, every other row is returned
+    unchanged. For functions that validate once and hand the array to other public metrics (a metric
+    validating the float64 copy again held half-precision rows to float64's tolerance).
+    """
+    arr = probabilities(probs, name=name, require_members=require_members)
+    if _itemsize(probs) >= 8:
+        return arr
+    sums = arr.sum(axis=-1, keepdims=True)
+    off = np.abs(sums - 1.0) > _sum_tolerance(8, arr.shape[-1])
+    return np.where(off, arr / sums, arr) if off.any() else arr
+
+
 def mean_probs(arr: np.ndarray) -> np.ndarray:
     """``(N, C) -> (N, C)`` unchanged; ``(N, M, C) -> (N, C)`` as ``p̄ = mean_m p_m``."""
     return arr.mean(axis=1) if arr.ndim == 3 else arr

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 from scipy.special import log_softmax, logsumexp
 
 from .._checks import check_bool
@@ -198,8 +197,5 @@ def member_average(
     """
     if not callable(metric_fn):
         raise TypeError(f"metric_fn must be callable, got {metric_fn!r}")
-    p = V.probabilities(member_probs, name="member_probs", require_members=True)
-    # each member's slice of the caller's array, at its own precision: the float64 copy would be held
-    # to float64's row-sum tolerance by metric_fn's own validation (half-precision rows failed it)
-    raw = member_probs if isinstance(member_probs, (np.ndarray, torch.Tensor)) else p
-    return float(np.mean([metric_fn(raw[:, m], labels, **kwargs) for m in range(p.shape[1])]))
+    p = V.checked_probabilities(member_probs, name="member_probs", require_members=True)
+    return float(np.mean([metric_fn(p[:, m], labels, **kwargs) for m in range(p.shape[1])]))

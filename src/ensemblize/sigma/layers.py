@@ -51,11 +51,11 @@ def sigma_layers(model: nn.Module, layers: LayerSelection = None) -> list[tuple[
         unknown = sorted(wanted - names)
         if unknown:
             # names relative to the original model (SigmaEnsemble.converted) lack the wrapper's prefix
-            prefixes = sorted({n[: -len(u)] for u in unknown for n in names if n.endswith("." + u)})
+            matches = sorted((n, n[: -len(u)]) for u in unknown for n in names if n.endswith("." + u))
             hint = (
-                f"; names are as model.named_modules() gives them (e.g. {prefixes[0] + unknown[0]!r}): "
-                f"SigmaEnsemble.converted names layers relative to the original model, without {prefixes[0]!r}"
-                if prefixes
+                f"; names are as model.named_modules() gives them (e.g. {matches[0][0]!r}): "
+                f"SigmaEnsemble.converted names layers relative to the original model, without {matches[0][1]!r}"
+                if matches
                 else ""
             )
             raise ValueError(f"unknown σNorm layer name(s) {unknown}; available: {sorted(names)}{hint}")

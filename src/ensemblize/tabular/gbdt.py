@@ -176,6 +176,7 @@ def fit_gbdt(
     check_choice(kind, GBDT_KINDS, name="kind")
     check_choice(task, TASKS, name="task")
     seed = check_int(seed, name="seed", minimum=0)
+    refit_full = check_bool(refit_full, name="refit_full")
     check_instance(params, (dict, type(None)), name="params", what="a dict or None")
     X_train, y_train = _check_xy(X_train, y_train, task=task, part="train")
     X_val, y_val = _check_xy(X_val, y_val, task=task, part="val")
@@ -210,29 +211,22 @@ def fit_gbdt(
         model, best = _fit_catboost(
             lib, X_train, y_train, X_val, y_val, task, int(seed), merged, rounds, patience
         )
-    if check_bool(refit_full, name="refit_full"):
+    if refit_full:
         x_all, y_all = np.concatenate([X_train, X_val]), np.concatenate([y_train, y_val])
         model = _refit(lib, kind, task, x_all, y_all, int(seed), merged, int(best) + 1)
     seconds = time.perf_counter() - start
-    used = {**merged, "max_rounds": rounds, "early_stopping_rounds": patience, "refit_full": bool(refit_full)}
+    used = {**merged, "max_rounds": rounds, "early_stopping_rounds": patience, "refit_full": refit_full}
     return GBDTModel(kind, task, model, n_classes, int(best), seconds, used)
 
 
 def _refit(lib, kind, task, X, y, seed, params, rounds):
     """The same booster fitted on ``(X, y)`` for exactly ``rounds`` rounds, without early stopping."""
     if kind == "xgboost":
-        cls = lib.XGBRegressor if task == "regression" else lib.XGBClassifier
-        objective = {"regression": "reg:squarederror", "binclass": "binary:logistic"}.get(
-            task, "multi:softprob"
-        )
-        model = cls(objective=objective, n_estimators=rounds, random_state=seed, verbosity=1, **params)
+        model = _xgb_model(lib, task, seed, params, n_estimators=rounds)
         model.fit(X, y, verbose=False)
-        return model
-    cls = lib.CatBoostRegressor if task == "regression" else lib.CatBoostClassifier
-    loss = {"regression": "RMSE", "binclass": "Logloss"}.get(task, "MultiClass")
-    model = cls(loss_function=loss, iterations=rounds, random_seed=seed, verbose=False,
-                allow_writing_files=False, **params)  # fmt: skip
-    model.fit(X, y)
+    else:
+        model = _cb_model(lib, task, seed, params, iterations=rounds)
+        model.fit(X, y)
     return model
 
 
@@ -244,19 +238,8 @@ def _fit_xgboost(xgb, X_tr, y_tr, X_va, y_va, task, seed, params, rounds, patien
             + ", ".join(f"{_XGB_NATIVE[k]!r}" for k in native)
             + ": pass them under those names"
         )
-    common = {
-        "n_estimators": rounds,
-        "early_stopping_rounds": patience,
-        "random_state": seed,
-        "verbosity": 1,  # warnings only; an unused (misspelt) parameter is turned into an error below
-        **params,
-    }
-    if task == "regression":
-        model = xgb.XGBRegressor(objective="reg:squarederror", eval_metric="rmse", **common)
-    elif task == "binclass":
-        model = xgb.XGBClassifier(objective="binary:logistic", eval_metric="logloss", **common)
-    else:
-        model = xgb.XGBClassifier(objective="multi:softprob", eval_metric="mlogloss", **common)
+    # verbosity 1: warnings only; an unused (misspelt) parameter is turned into an error below
+    model = _xgb_model(xgb, task, seed, params, n_estimators=rounds, early_stopping_rounds=patience)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(X_tr, y_tr, eval_set=[(X_va, y_va)], verbose=False)
@@ -271,21 +254,28 @@ def _fit_xgboost(xgb, X_tr, y_tr, X_va, y_va, task, seed, params, rounds, patien
     return model, model.best_iteration
 
 
-def _fit_catboost(cb, X_tr, y_tr, X_va, y_va, task, seed, params, rounds, patience):
-    common = {
-        "iterations": rounds,
-        "early_stopping_rounds": patience,
-        "use_best_model": True,
-        "random_seed": seed,
-        "verbose": False,
-        "allow_writing_files": False,
-        **params,
-    }
+def _xgb_model(xgb, task, seed, params, **rounds):
+    """An unfitted XGBoost model for ``task`` (objective and metric), seeded, with ``rounds`` settings."""
+    common = {"random_state": seed, "verbosity": 1, **rounds, **params}
     if task == "regression":
-        model = cb.CatBoostRegressor(loss_function="RMSE", **common)
-    else:
-        loss = "Logloss" if task == "binclass" else "MultiClass"
-        model = cb.CatBoostClassifier(loss_function=loss, **common)
+        return xgb.XGBRegressor(objective="reg:squarederror", eval_metric="rmse", **common)
+    if task == "binclass":
+        return xgb.XGBClassifier(objective="binary:logistic", eval_metric="logloss", **common)
+    return xgb.XGBClassifier(objective="multi:softprob", eval_metric="mlogloss", **common)
+
+
+def _cb_model(cb, task, seed, params, **rounds):
+    """An unfitted CatBoost model for ``task`` (loss), seeded and silent, with ``rounds`` settings."""
+    common = {"random_seed": seed, "verbose": False, "allow_writing_files": False, **rounds, **params}
+    if task == "regression":
+        return cb.CatBoostRegressor(loss_function="RMSE", **common)
+    return cb.CatBoostClassifier(loss_function="Logloss" if task == "binclass" else "MultiClass", **common)
+
+
+def _fit_catboost(cb, X_tr, y_tr, X_va, y_va, task, seed, params, rounds, patience):
+    model = _cb_model(
+        cb, task, seed, params, iterations=rounds, early_stopping_rounds=patience, use_best_model=True
+    )
     model.fit(X_tr, y_tr, eval_set=(X_va, y_va))
     return model, model.get_best_iteration()
 

@@ -70,6 +70,8 @@ from ensemblize.tabular.holdout import holdout_indices
 
 __all__ = [
     "METRICS",
+    "InterruptedWhileWriting",
+    "TableFileError",
     "TuneResult",
     "lometab_search_space",
     "parse_duration",
@@ -568,7 +570,7 @@ class _TrialProgress:
 
         self.study, self.metric = study, metric
         # with a shared storage n_trials counts the whole study: this process runs at most the rest
-        total = None if n_trials is None else max(0, n_trials - len(study.get_trials(deepcopy=False)))
+        total = None if n_trials is None else max(0, n_trials - len(_started(study)))
         self.bar = Progress(total, desc="tune", unit="trial", enabled=enabled)
 
     def _best(self) -> str:
@@ -579,11 +581,17 @@ class _TrialProgress:
         return f"best {self.metric} {best.value:.4g} (trial {best.number})"
 
     def epoch(self, number: int, epoch: int, value: float) -> None:
+        if (
+            self.bar.bar is None
+        ):  # silent, or lines mode: a note shows nothing (and _best queries the storage)
+            return
         # the per-epoch score is the training loop's: a regressor's RMSE of its standardised target
         label = "rmse/std" if self.metric == "rmse" else self.metric
         self.bar.note(f"trial {number} network 1 epoch {epoch} val {label} {value:.4g}; {self._best()}")
 
     def network(self, number: int, network: int, epoch: int) -> None:
+        if self.bar.bar is None:
+            return
         self.bar.note(f"trial {number} network {network + 1} epoch {epoch}; {self._best()}")
 
     def finished(self, trial: Any) -> None:
@@ -593,6 +601,13 @@ class _TrialProgress:
 
     def close(self) -> None:
         self.bar.close()
+
+
+def _started(study: Any) -> list[Any]:
+    """The study's trials that ran or are running (a queued, WAITING trial has not started: it counts
+    against no budget)."""
+    state = _optuna().trial.TrialState
+    return study.get_trials(deepcopy=False, states=(state.COMPLETE, state.PRUNED, state.FAIL, state.RUNNING))
 
 
 def _run_trials(
@@ -615,7 +630,7 @@ def _run_trials(
     deadline = None if timeout is None else time.monotonic() + timeout
     failed: list[Any] = []
     while True:
-        if n_trials is not None and len(study.get_trials(deepcopy=False)) >= n_trials:
+        if n_trials is not None and len(_started(study)) >= n_trials:
             return
         if deadline is not None and time.monotonic() >= deadline:
             return
@@ -670,7 +685,9 @@ class TuneResult:
         table = self.study.trials_dataframe(attrs=("number", "state", "value", "params", "duration"))
         if not len(table):
             return table
-        table["duration"] = table["duration"].dt.total_seconds()
+        import pandas as pd
+
+        table["duration"] = pd.to_timedelta(table["duration"]).dt.total_seconds()
         table = table.rename(columns={"duration": "seconds"})
         trials = {t.number: t for t in self.study.get_trials(deepcopy=False)}
         steps = [trials[n].intermediate_values for n in table["number"]]
@@ -700,21 +717,19 @@ def _inside(dist: Any, value: Any) -> bool:
     return False
 
 
-def _enqueue_own_setting(study: Any, estimator: Any, space: Any) -> bool:
+def _enqueue_own_setting(study: Any, estimator: Any, space: Any) -> None:
     """Queue ``estimator``'s own values of the searched parameters as a trial, when every one lies in
     its distribution (once per study: a queued or finished trial with them is not queued again).
 
     So a study's first trial is the setting the user would have fitted without tuning, and the best
-    trial is never worse than it on validation. Returns whether it was queued (or already there).
+    trial is never worse than it on validation.
     """
     if not isinstance(space, Mapping) or not hasattr(estimator, "get_params"):
-        return False
+        return
     own = estimator.get_params(deep=False)
     params = {name: own.get(name) for name in space}
-    if not all(_inside(dist, params[name]) for name, dist in space.items()):
-        return False
-    study.enqueue_trial(params, skip_if_exists=True)
-    return True
+    if all(_inside(dist, params[name]) for name, dist in space.items()):
+        study.enqueue_trial(params, skip_if_exists=True)
 
 
 class _QuietInterrupt(logging.Filter):
@@ -1130,6 +1145,10 @@ def _check_out(out: Path, *, overwrite: bool) -> None:
         )
 
 
+class InterruptedWhileWriting(KeyboardInterrupt):
+    """Ctrl-C after tuning, while :func:`tune_csv` wrote its result: ``out`` may hold part of it."""
+
+
 class TableFileError(ValueError):
     """The CSV file given to :func:`tune_csv` cannot be read as a table (empty, not CSV, duplicate names)."""
 
@@ -1262,8 +1281,9 @@ def tune_csv(
     _check_out(Path(out), overwrite=check_bool(overwrite, name="overwrite"))
     frame = _read_table(path)
     if target not in frame.columns:
-        raise ValueError(
-            f"target column {target!r} is not in {path} (columns: {list(frame.columns)}){_separator_hint(frame)}"
+        hint = _separator_hint(frame)  # the file's format, not the target's name, is wrong
+        raise (TableFileError if hint else ValueError)(
+            f"target column {target!r} is not in {path} (columns: {list(frame.columns)}){hint}"
         )
     if len(frame) == 0:
         raise TableFileError(f"{path} has a header but no data rows")
@@ -1313,29 +1333,32 @@ def tune_csv(
         _hold_out(held, out, overwrite=overwrite)
         res = tune(est, Xr, yr, n_trials=n_trials, timeout=timeout, storage=storage,
                    study_name=study_name, seed=seed)  # fmt: skip
-        res.best_estimator.save(out / "model")
-        table = res.trials_table()
-        atomic_write_text(out / "trials.csv", table.to_csv(index=False))
-        states = table["state"].value_counts().to_dict() if len(table) else {}
-        report = {
-            "csv": str(path), "target": target, "task": task, "estimator": type(est).__name__,
-            "rows": len(frame), "rows_train": len(res.train_index), "rows_val": len(res.val_index),
-            "rows_test": len(test), "budget": {"seconds": timeout, "n_trials": n_trials},
-            "trial_states": {str(k): int(v) for k, v in states.items()}, "metric": res.metric,
-            "best_value": res.best_value, "best_params": res.best_params,
-            "test": _test_scores(res.best_estimator, X.iloc[test], y.iloc[test], task, yr.iloc[res.train_index]),
-            "seconds": time.perf_counter() - t0, "model": str(out / "model"),
-            "load_with": _load_line(res.best_estimator, out / "model"),
-        }  # fmt: skip
-        atomic_write_json(out / "report.json", report)
-        atomic_write_text(out / "report.md", _report_markdown(report, _markdown_table(table)))
-        _write_results(out, report, res, dataset=Path(path).stem, seed=seed)
-        _trials_figure(table, out / "trials.png", metric=res.metric, direction=res.direction)
-        record_environment(out, keep_existing=False)  # the report shows it, not the report writer's
-        from ensemblize.report.html import write_report
+        try:
+            res.best_estimator.save(out / "model")
+            table = res.trials_table()
+            atomic_write_text(out / "trials.csv", table.to_csv(index=False))
+            states = table["state"].value_counts().to_dict() if len(table) else {}
+            report = {
+                "csv": str(path), "target": target, "task": task, "estimator": type(est).__name__,
+                "rows": len(frame), "rows_train": len(res.train_index), "rows_val": len(res.val_index),
+                "rows_test": len(test), "budget": {"seconds": timeout, "n_trials": n_trials},
+                "trial_states": {str(k): int(v) for k, v in states.items()}, "metric": res.metric,
+                "best_value": res.best_value, "best_params": res.best_params,
+                "test": _test_scores(res.best_estimator, X.iloc[test], y.iloc[test], task, yr.iloc[res.train_index]),
+                "seconds": time.perf_counter() - t0, "model": str(out / "model"),
+                "load_with": _load_line(res.best_estimator, out / "model"),
+            }  # fmt: skip
+            atomic_write_json(out / "report.json", report)
+            atomic_write_text(out / "report.md", _report_markdown(report, _markdown_table(table)))
+            _write_results(out, report, res, dataset=Path(path).stem, seed=seed)
+            _trials_figure(table, out / "trials.png", metric=res.metric, direction=res.direction)
+            record_environment(out, keep_existing=False)  # the report shows it, not the report writer's
+            from ensemblize.report.html import write_report
 
-        write_report(out, only=_OUTPUTS)  # --out may be a user's folder holding other files
-        return report
+            write_report(out, only=_OUTPUTS)  # --out may be a user's folder holding other files
+            return report
+        except KeyboardInterrupt:
+            raise InterruptedWhileWriting(f"interrupted while writing the result into {out}") from None
 
 
 def _write_results(out: Path, report: dict[str, Any], res: TuneResult, *, dataset: str, seed: int) -> None:
