@@ -63,6 +63,19 @@ loaded by these fits. Rule, stages and tables as above; the default's fits are n
     OMP_NUM_THREADS=1 python scripts/choose_regressor_setting.py --round 15 --stage 1 --tables concrete --out F
     python scripts/choose_regressor_setting.py --round 15 --report --out F
 
+**16** — the same two-stage rule, nested as round 15, from the shipped (refitting) regressor, one
+candidate: ``n_networks=5`` (five pooled networks instead of three: 80 members; the regressor's CPU
+is 0.35x official TabM's, so there is room). Network ``s`` of a pooled estimator is seeded by
+``(random_state, s)`` alone, so the first three networks of a five-network fit are, bitwise, the
+three-network default (checked on diabetes with refit before this round: ``predict_members`` equal in
+the first 48 columns). Each (table, split, seed) is therefore fitted once, at five networks, and
+scored twice (:data:`PREFIX_ROUNDS`): the mean of the first three networks' members (``default``) and
+of all five (``networks5``). The default's ``cpu_seconds`` is the shared fit's; compare costs from
+the published figures (5/3 of the network work), not from these records::
+
+    OMP_NUM_THREADS=1 python scripts/choose_regressor_setting.py --round 16 --stage 1 --tables concrete --out F
+    python scripts/choose_regressor_setting.py --round 16 --report --out F
+
 Each fit is :func:`ensemblize.experiments.tabular_methods.tabular_job` (method ``lometab``, budget
 ``full``, the candidate's overrides) — exactly the benchmark's job — one JSON line per fit in
 ``--out``; a rerun skips the fits already there. ``--import RUN_DIR`` first copies the default's
@@ -121,17 +134,47 @@ ROUNDS: dict[int, dict[str, dict]] = {
         "default": {},
         "refit": {"refit_full": True},
     },
+    # round 16 (nested, scored on network prefixes of one fit, see PREFIX_ROUNDS): five pooled networks
+    16: {
+        "default": {},
+        "networks5": {"n_networks": 5},
+    },
 }
+
+#: rounds whose candidates differ only in how many pooled networks are averaged: round -> (the
+#: candidate that is fitted, {candidate: networks scored}); every candidate is the first networks of it
+PREFIX_ROUNDS: dict[int, tuple[str, dict[str, int]]] = {16: ("networks5", {"default": 3, "networks5": 5})}
 
 #: rounds scored nested: fitted on an inner 80/20 division of the training rows, scored on the split's
 #: validation rows (a candidate that trains on its eval_set cannot be ranked on it)
-NESTED = frozenset({15})
+NESTED = frozenset({15, 16})
 INNER_VAL_FRACTION = 0.2
 
 SCREEN_TABLES = ("concrete", "wage", "nmes")
 CONFIRM_TABLES = ("concrete", "ames", "wage", "deliveries", "computers", "nmes")
 SPLITS = (0, 1, 2)
 SEEDS = (0, 1, 2)
+
+
+def _nested_splits(dataset: str, split_seed: int):
+    """Split ``split_seed``'s training rows divided 80 / 20 (seeded by the split seed) into inner training
+    (``train``) and inner validation (``val``) rows; its validation rows as ``test``; its test rows dropped."""
+    from sklearn.model_selection import train_test_split
+
+    from ensemblize.data.tables import TableSplits
+    from ensemblize.experiments.tabular_methods import load_split
+
+    splits = load_split(dataset, split_seed=split_seed)
+    inner_tr, inner_va = train_test_split(
+        np.arange(splits.train.n_rows), test_size=INNER_VAL_FRACTION, random_state=int(split_seed)
+    )
+    inner_tr, inner_va = np.sort(inner_tr), np.sort(inner_va)
+    return TableSplits(
+        train=splits.train.subset(inner_tr), val=splits.train.subset(inner_va), test=splits.val,
+        seed=splits.seed, fractions=splits.fractions,
+        indices={"train": splits.indices["train"][inner_tr], "val": splits.indices["train"][inner_va],
+                 "test": splits.indices["val"]},
+    )  # fmt: skip
 
 
 def nested_job(*, dataset: str, seed: int, split_seed: int, overrides: dict) -> dict:
@@ -143,24 +186,10 @@ def nested_job(*, dataset: str, seed: int, split_seed: int, overrides: dict) -> 
     units of the inner training target's std), ``metrics["inner_val_rmse"]`` the inner one. The
     split's test rows are dropped before anything is fitted.
     """
-    from sklearn.model_selection import train_test_split
+    from ensemblize.experiments.tabular_methods import _estimator_job, budget_config
 
-    from ensemblize.data.tables import TableSplits
-    from ensemblize.experiments.tabular_methods import _estimator_job, budget_config, load_split
-
-    splits = load_split(dataset, split_seed=split_seed)
-    outer_val = splits.val
-    inner_tr, inner_va = train_test_split(
-        np.arange(splits.train.n_rows), test_size=INNER_VAL_FRACTION, random_state=int(split_seed)
-    )
-    inner_tr, inner_va = np.sort(inner_tr), np.sort(inner_va)
-    nested = TableSplits(
-        train=splits.train.subset(inner_tr), val=splits.train.subset(inner_va), test=outer_val,
-        seed=splits.seed, fractions=splits.fractions,
-        indices={"train": splits.indices["train"][inner_tr], "val": splits.indices["train"][inner_va],
-                 "test": splits.indices["val"]},
-    )  # fmt: skip
-    del splits  # the test rows: not used below
+    nested = _nested_splits(dataset, split_seed)
+    inner_tr, inner_va = range(nested.train.n_rows), range(nested.val.n_rows)
     cfg = budget_config("full", nested.train.n_rows, **overrides)
     body = _estimator_job("lometab", nested, seed=seed, cfg=cfg, keep_history=False)
     m = body["metrics"]
@@ -170,6 +199,46 @@ def nested_job(*, dataset: str, seed: int, split_seed: int, overrides: dict) -> 
             "task": "regression", "nested": True, "n_inner_train": int(len(inner_tr)),
             "n_inner_val": int(len(inner_va)), **{k: v for k, v in body.items() if k != "metrics"},
             "metrics": metrics}  # fmt: skip
+
+
+def nested_prefix_jobs(*, dataset: str, seed: int, split_seed: int, overrides: dict,
+                       networks: dict[str, int]) -> dict[str, dict]:
+    """:func:`nested_job`'s fit, once, scored on the pooled members of its first ``networks[name]``
+    networks for each ``name``: ``{name: record}``."""
+    import warnings
+
+    from ensemblize.data.table_preprocessing import UnknownCategoryWarning, UnseenMissingValueWarning
+    from ensemblize.experiments.tabular_methods import _scores, _timed_fit, budget_config, make_estimator
+
+    nested = _nested_splits(dataset, split_seed)
+    cfg = budget_config("full", nested.train.n_rows, **overrides)
+    est, applied = make_estimator("lometab", "regression", seed=seed, cfg=cfg)
+    wall, cpu = _timed_fit(est, nested, method="lometab")
+    y_tr = nested.train.y.to_numpy(dtype=np.float64)
+    mean, std = float(np.mean(y_tr)), float(np.std(y_tr))
+    with warnings.catch_warnings():  # unseen categories / missing values in held-out rows: expected
+        warnings.simplefilter("ignore", UnknownCategoryWarning)
+        warnings.simplefilter("ignore", UnseenMissingValueWarning)
+        outer = (np.asarray(est.predict_members(nested.test.X), dtype=np.float64) - mean) / std
+        inner = (np.asarray(est.predict_members(nested.val.X), dtype=np.float64) - mean) / std
+    y_outer = (nested.test.y.to_numpy(dtype=np.float64) - mean) / std
+    y_inner = (nested.val.y.to_numpy(dtype=np.float64) - mean) / std
+    per_net = outer.shape[1] // int(est.n_networks_)
+    records = {}
+    for name, n_nets in networks.items():
+        if n_nets > int(est.n_networks_):
+            raise ValueError(f"candidate {name!r} needs {n_nets} networks; the fit has {est.n_networks_}")
+        k = n_nets * per_net
+        metrics = {"val_rmse": _scores("regression", y_outer, outer[:, :k].mean(axis=1), prefix="")["rmse"],
+                   "inner_val_rmse": _scores("regression", y_inner, inner[:, :k].mean(axis=1), prefix="")["rmse"]}  # fmt: skip
+        records[name] = {"method": "lometab", "dataset": dataset, "seed": seed, "split_seed": split_seed,
+                         "task": "regression", "nested": True, "networks_scored": n_nets,
+                         "n_inner_train": nested.train.n_rows, "n_inner_val": nested.val.n_rows,
+                         "members": k, "cpu_seconds": cpu, "train_seconds": wall, "setting": applied,
+                         "best_epochs": est.best_epochs_[:n_nets],
+                         "refit_epochs": (getattr(est, "refit_epochs_", None) or [None] * n_nets)[:n_nets],
+                         "metrics": metrics}  # fmt: skip
+    return records
 
 
 def load(out: Path) -> list[dict]:
@@ -310,6 +379,19 @@ def main() -> None:
             for n in names:
                 for seed in SEEDS:
                     if (n, t, s, seed) in have:
+                        continue
+                    if args.round in PREFIX_ROUNDS:
+                        fitted, networks = PREFIX_ROUNDS[args.round]
+                        recs = nested_prefix_jobs(dataset=t, seed=seed, split_seed=s,
+                                                  overrides=candidates[fitted], networks=networks)  # fmt: skip
+                        with args.out.open("a") as f:
+                            for name, r in recs.items():
+                                if (name, t, s, seed) not in have:
+                                    f.write(json.dumps({**r, "candidate": name}) + "\n")
+                                    have.add((name, t, s, seed))
+                        print(f"{t} split {s} seed {seed}: " + ", ".join(
+                            f"{name} val {r['metrics']['val_rmse']:.4f}" for name, r in recs.items())
+                            + f" ({recs[fitted]['cpu_seconds']:.0f} CPU s)", flush=True)  # fmt: skip
                         continue
                     if args.round in NESTED:
                         rec = nested_job(dataset=t, seed=seed, split_seed=s, overrides=candidates[n])
