@@ -201,8 +201,9 @@ def nested_job(*, dataset: str, seed: int, split_seed: int, overrides: dict) -> 
             "metrics": metrics}  # fmt: skip
 
 
-def nested_prefix_jobs(*, dataset: str, seed: int, split_seed: int, overrides: dict,
-                       networks: dict[str, int]) -> dict[str, dict]:
+def nested_prefix_jobs(
+    *, dataset: str, seed: int, split_seed: int, overrides: dict, networks: dict[str, int]
+) -> dict[str, dict]:
     """:func:`nested_job`'s fit, once, scored on the pooled members of its first ``networks[name]``
     networks for each ``name``: ``{name: record}``."""
     import warnings
@@ -329,6 +330,24 @@ def report(records: list[dict], candidates: dict[str, dict]) -> None:
     print(f"stage 2: {best} {ranks[best]:.3f} vs default {ranks['default']:.3f}: {verdict}")
 
 
+def fit_prefixes(
+    round_: int, candidates: dict, *, table: str, split: int, seed: int, out: Path, have: set
+) -> None:
+    """One :data:`PREFIX_ROUNDS` fit, appended to ``out`` as one record per candidate not yet in ``have``."""
+    fitted, networks = PREFIX_ROUNDS[round_]
+    recs = nested_prefix_jobs(dataset=table, seed=seed, split_seed=split, overrides=candidates[fitted],
+                              networks=networks)  # fmt: skip
+    with out.open("a") as f:
+        for name, r in recs.items():
+            if (name, table, split, seed) not in have:
+                f.write(json.dumps({**r, "candidate": name}) + "\n")
+                have.add((name, table, split, seed))
+    scores = ", ".join(f"{name} val {r['metrics']['val_rmse']:.4f}" for name, r in recs.items())
+    print(
+        f"{table} split {split} seed {seed}: {scores} ({recs[fitted]['cpu_seconds']:.0f} CPU s)", flush=True
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="JSON-lines file of the fits (appended to)")
@@ -381,17 +400,9 @@ def main() -> None:
                     if (n, t, s, seed) in have:
                         continue
                     if args.round in PREFIX_ROUNDS:
-                        fitted, networks = PREFIX_ROUNDS[args.round]
-                        recs = nested_prefix_jobs(dataset=t, seed=seed, split_seed=s,
-                                                  overrides=candidates[fitted], networks=networks)  # fmt: skip
-                        with args.out.open("a") as f:
-                            for name, r in recs.items():
-                                if (name, t, s, seed) not in have:
-                                    f.write(json.dumps({**r, "candidate": name}) + "\n")
-                                    have.add((name, t, s, seed))
-                        print(f"{t} split {s} seed {seed}: " + ", ".join(
-                            f"{name} val {r['metrics']['val_rmse']:.4f}" for name, r in recs.items())
-                            + f" ({recs[fitted]['cpu_seconds']:.0f} CPU s)", flush=True)  # fmt: skip
+                        fit_prefixes(
+                            args.round, candidates, table=t, split=s, seed=seed, out=args.out, have=have
+                        )
                         continue
                     if args.round in NESTED:
                         rec = nested_job(dataset=t, seed=seed, split_seed=s, overrides=candidates[n])
