@@ -403,3 +403,15 @@ def test_the_tables_and_methods_named_in_the_help_exist():
 
     assert set(_TABLE_EXAMPLES) <= set(BENCHMARK_TABLES)
     assert tuple(_TABULAR_METHODS) == tuple(METHODS)
+
+
+def test_every_command_takes_out_and_seed():
+    """The design's contract: every command takes ``--out DIR`` and ``--seed`` (experiments that run
+    several seeds take ``--seeds``, and ``--seed`` as the same option)."""
+    from ensemblize.cli import COMMANDS, app
+
+    for name, (_, options) in COMMANDS.items():
+        flags = {f for key, opt in options.items() for f in (opt.flag_for(key), *opt.aliases)}
+        assert {"--out", "--seed"} <= flags, name
+    res = CliRunner().invoke(app, ["experiment", "selective", "--seed", "-1"])
+    assert res.exit_code == 2 and "'--seeds'" in res.output and "-1" in res.output

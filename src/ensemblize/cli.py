@@ -71,7 +71,8 @@ class Opt:
 
     ``help``: the help text; ``flag``: the option (default ``--name-with-dashes``); ``items``: the
     Python argument is a list of this type, given as comma-separated text; ``cli_type``: the option's
-    type when the default is ``None``; ``min``: the smallest value typer accepts.
+    type when the default is ``None``; ``min``: the smallest value typer accepts; ``aliases``: further
+    flags for the same option (``--seed`` for ``--seeds``: every command takes ``--seed``).
     """
 
     help: str
@@ -79,6 +80,7 @@ class Opt:
     items: type | None = None
     cli_type: Any = None
     min: float | None = None
+    aliases: tuple[str, ...] = ()
 
     def flag_for(self, name: str) -> str:
         return self.flag or "--" + name.replace("_", "-")
@@ -144,7 +146,11 @@ _BACKBONE = {
     ),
     "width": Opt("Backbone base width (default: the backbone's own).", cli_type=Optional[int], min=1),  # noqa: UP045
     "epochs": Opt("Training epochs per model (same budget for every method).", min=1),
-    "seeds": Opt("Comma-separated seeds (data split, initialisation, batch order).", items=int),
+    "seeds": Opt(
+        "Comma-separated seeds (data split, initialisation, batch order); --seed is the same option.",
+        items=int,
+        aliases=("--seed",),
+    ),
 }
 _EVAL_DEVICE = {
     "evaluation": Opt("Evaluation preset: full, reduced, tiny.", flag="--eval"),
@@ -166,7 +172,7 @@ _TABLE = {
     ),
 }
 _OUT = Opt("Run folder for results.json, tables and figures.", cli_type=Path)
-_MODEL_SEEDS = Opt("Comma-separated model seeds.", items=int)
+_MODEL_SEEDS = Opt("Comma-separated model seeds; --seed is the same option.", items=int, aliases=("--seed",))
 #: Registry tables and tabular methods named in the help (a test keeps them valid; a misspelt name is
 #: answered with the full list).
 _TABLE_EXAMPLES = ("concrete", "ames", "wage", "credit", "churn", "diamonds")
@@ -360,7 +366,8 @@ def _parameters(fn: Callable[..., Any], options: Mapping[str, Opt]) -> list[insp
         default = _default(fn, name)
         annotation = str if opt.items else (opt.cli_type or type(default))
         extra = {} if opt.min is None else {"min": opt.min}
-        option = typer.Option(_cli_default(default, opt), opt.flag_for(name), help=opt.help, **extra)
+        flags = (opt.flag_for(name), *opt.aliases)
+        option = typer.Option(_cli_default(default, opt), *flags, help=opt.help, **extra)
         params.append(
             inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
         )
