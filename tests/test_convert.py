@@ -316,7 +316,7 @@ def test_norm_layers_left_shared_are_named_and_batch_statistics_that_mix_members
         nn.Linear(6, 8), nn.LayerNorm(8), nn.Linear(8, 8), _CustomBatchNorm(8), nn.Linear(8, 3)
     )
     with pytest.warns(
-        UserWarning, match=r"left \['3'\] as shared BatchNorm-family layers.*depends on the other"
+        UserWarning, match=r"left \['3'\] as shared layers that pool statistics.*depends on the other"
     ):
         ens = ez.sigma_ensemble(mixed, members=3, noise=0.5, seed=0).train()
     # the warning is true: member 0's gates move the other members through the pooled statistics
@@ -326,7 +326,7 @@ def test_norm_layers_left_shared_are_named_and_batch_statistics_that_mix_members
         ens.backbone[1].gate_logits[0] += 3.0
     assert (ens(x)[:, 1:] - before[:, 1:]).abs().max() > 1e-3
     deselected = nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.Linear(8, 8), nn.BatchNorm1d(8))
-    with pytest.warns(UserWarning, match=r"left \['3'\] as shared BatchNorm-family"):
+    with pytest.warns(UserWarning, match=r"left \['3'\] as shared layers that pool statistics"):
         ez.sigma_ensemble(deselected, members=2, layers=["1"])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing left shared: no warning

@@ -77,8 +77,15 @@ def test_output_shape_mismatches():
         loss(SelectiveOutput(out.logits, out.selection[:4], out.aux_logits), y)
     with pytest.raises(ValueError, match="output.aux_logits has shape"):
         loss(SelectiveOutput(out.logits, out.selection, out.aux_logits[:, :2]), y)
-    with pytest.raises(TypeError, match="SelectiveOutput"):
-        loss((out.logits, out.selection, out.aux_logits), y)
+    # SelectiveOutput is a NamedTuple: the same three tensors as a plain tuple (or any object with the
+    # three attributes) are the same output; anything else is named
+    assert torch.equal(loss((out.logits, out.selection, out.aux_logits), y), loss(out, y))
+    with pytest.raises(TypeError, match="SelectiveOutput.*got tuple of length 2"):
+        loss((out.logits, out.selection), y)
+    with pytest.raises(TypeError, match="output.selection must be a torch.Tensor, got list"):
+        loss((out.logits, out.selection.tolist(), out.aux_logits), y)
+    with pytest.raises(TypeError, match="SelectiveOutput.*got dict"):
+        loss({"logits": out.logits}, y)
 
 
 def test_sync_prior_not_probabilities():

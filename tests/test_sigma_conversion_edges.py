@@ -126,3 +126,60 @@ def test_fit_names_the_probe_batch_and_a_non_finite_regularizer():
             progress=False,
             regularizer=lambda m: torch.tensor(float("nan")),
         )
+
+
+class _Attention(nn.Module):
+    """Sequence-first attention around a LayerNorm; ``transpose``: the model takes (B, T, D) and
+    transposes for the attention (a correct σN backbone), else it takes (T, B, D)."""
+
+    def __init__(self, transpose):
+        super().__init__()
+        self.transpose = transpose
+        self.att, self.ln = nn.MultiheadAttention(8, 2), nn.LayerNorm(8)
+
+    def forward(self, x):
+        t = x.transpose(0, 1) if self.transpose else x
+        y = self.att(t, t, t)[0]
+        return self.ln(x + (y.transpose(0, 1) if self.transpose else y))
+
+
+def test_sequence_first_attention_that_would_mix_members_is_refused_at_forward():
+    """A (T, B, D) model puts the members along T, where attention mixes them, and the norms see
+    T·M rows, so no norm notices: the attention's own check names it. Transposing for it is exact."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 5, 8)
+    bad = ez.sigma_ensemble(_Attention(False).eval(), members=3, noise=1.0, seed=0).eval()
+    with pytest.raises(
+        ValueError, match=r"att is a sequence-first nn.MultiheadAttention .* \(12, 5, 8\).* 12 rows"
+    ):
+        bad(x)
+    good = _Attention(True).eval()
+    ens = ez.sigma_ensemble(good, members=3, noise=0.0).eval()
+    assert torch.equal(ens(x), good(x)[:, None].expand(4, 3, 5, 8))
+    ens.check_rows = False  # the user's switch silences this check too
+    bad.check_rows = False
+    assert bad(x).shape[1] == 3
+
+
+def test_pooled_running_statistics_and_dropped_parametrizations_are_named():
+    """A tracking InstanceNorm after a σNorm pools running statistics over all members (with or
+    without its own affine); a parametrization on a converted norm is not carried over."""
+    for affine in (False, True):
+        net = nn.Sequential(
+            nn.Conv1d(2, 4, 3),
+            nn.BatchNorm1d(4),
+            nn.InstanceNorm1d(4, affine=affine, track_running_stats=True),
+        )
+        with pytest.warns(UserWarning, match=r"\['2'\] as shared layers that pool statistics"):
+            ez.sigma_ensemble(net, members=2, seed=0)
+
+    class Abs(nn.Module):
+        def forward(self, w):
+            return w.abs()
+
+    net = nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4))
+    nn.utils.parametrize.register_parametrization(net[1], "weight", Abs())
+    with pytest.warns(UserWarning, match=r"dropped the parametrizations registered on \['1'\]"):
+        ens = ez.sigma_ensemble(net, members=2, noise=0.0)
+    x = torch.randn(5, 3)
+    assert torch.equal(ens(x), net(x)[:, None].expand(5, 2, 4))  # the parametrized value is what is kept

@@ -84,6 +84,12 @@ def expecting_rows(rows: int | None) -> Iterator[None]:
         _EXPECTED_ROWS.reset(token)
 
 
+def expected_rows() -> int | None:
+    """The row count :func:`expecting_rows` set for this thread (None outside a checked forward or
+    inside ``torch.compile``)."""
+    return None if torch.compiler.is_compiling() else _EXPECTED_ROWS.get()
+
+
 def _label(layer: SigmaNorm) -> str:
     """The layer's class, and its path in the model when a conversion set one: ``SigmaLayerNorm 'enc.norm1'``."""
     path = getattr(layer, "layer_name", None)

@@ -2,6 +2,9 @@
 
 Every loss is an ``nn.Module`` called as ``loss(output, labels) -> scalar tensor`` and keeps the
 components of its last call, detached, in ``loss.last`` (a dict of 0-d tensors) for logging.
+``output`` of SelectiveNet and SYNC losses: a :class:`~ensemblize.selective.SelectiveOutput` (what
+:class:`~ensemblize.selective.SelectiveNet` returns), any object with ``logits``, ``selection`` and
+``aux_logits`` tensors, or the plain tuple ``(logits, selection, aux_logits)``.
 
 Member outputs: a :class:`~ensemblize.selective.SelectiveOutput` whose ``logits`` are
 ``(B, M, C)`` (``selection`` ``(B, M)``) is treated as M SelectiveNets sharing the labels: every
@@ -89,12 +92,25 @@ def _member_ce(logits: Tensor, labels: Tensor) -> Tensor:
 def _unpack(
     output: object, labels: object, *, loss: str, check_probs: bool = True
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, bool]:
-    """Validate a SelectiveOutput + labels; return ``(f (B,M,C), g (B,M), h (B,M,C), y (B,), had_members)``."""
-    if not isinstance(output, SelectiveOutput):
+    """Validate a SelectiveOutput + labels; return ``(f (B,M,C), g (B,M), h (B,M,C), y (B,), had_members)``.
+
+    ``output``: a :class:`SelectiveOutput`, any object with ``logits``, ``selection`` and
+    ``aux_logits`` attributes, or a ``(logits, selection, aux_logits)`` tuple / list of tensors.
+    """
+    fields = ("logits", "selection", "aux_logits")
+    if isinstance(output, SelectiveOutput) or all(hasattr(output, a) for a in fields):
+        f, g, h = (getattr(output, a) for a in fields)
+    elif isinstance(output, (tuple, list)) and len(output) == 3:
+        f, g, h = output
+    else:
         raise TypeError(
-            f"output must be a SelectiveOutput (logits, selection, aux_logits), got {type(output).__name__}"
+            "output must be a SelectiveOutput, an object with logits, selection and aux_logits, or a "
+            f"(logits, selection, aux_logits) tuple; got {type(output).__name__}"
+            + (f" of length {len(output)}" if isinstance(output, (tuple, list)) else "")
         )
-    f, g, h = output.logits, output.selection, output.aux_logits
+    for name, t in zip(fields, (f, g, h), strict=True):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"output.{name} must be a torch.Tensor, got {type(t).__name__}")
     if f.dim() not in (2, 3):
         raise ValueError(f"output.logits must be (B, C) or (B, M, C), got shape {tuple(f.shape)}")
     if tuple(g.shape) != tuple(f.shape[:-1]):

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn.utils import parametrize
 
 from .._checks import check_finite_real, check_int, check_module, check_positive
 from ..members import check_members, interleave, unfold
@@ -37,6 +39,7 @@ from ..nn.sigma_norm import (
     SigmaGroupNorm,
     SigmaLayerNorm,
     SigmaNorm,
+    expected_rows,
     expecting_rows,
 )
 from .layers import sigma_layers
@@ -224,14 +227,23 @@ _UNSUPPORTED_NORMS = tuple(
 )
 
 
+def _pools_statistics(m: nn.Module) -> bool:
+    """A layer whose statistics pool the rows of its whole input: the BatchNorm family (batch statistics
+    in training, running averages of them in eval) and an InstanceNorm that tracks running statistics
+    (pooled running averages, used in eval)."""
+    if isinstance(m, nn.modules.batchnorm._BatchNorm):
+        return True
+    return isinstance(m, nn.modules.instancenorm._InstanceNorm) and bool(m.track_running_stats)
+
+
 def _other_norm(m: nn.Module) -> bool:
     """A norm layer σN-Ens does not convert and that matters for the members: one of
     :data:`_UNSUPPORTED_NORMS` or a class named like a norm (``LlamaRMSNorm``, ``T5LayerNorm``, …) with
-    learnable parameters of its own, or any other BatchNorm-family layer (its batch statistics mix the
-    members' rows even without parameters)."""
+    learnable parameters of its own, or any other layer that pools statistics over rows
+    (:func:`_pools_statistics`: they mix the members' rows even without parameters)."""
     if isinstance(m, SigmaNorm) or _plain_norm_class(m) is not None:
         return False  # converted, or a convertible class (subclasses overriding forward are named apart)
-    if isinstance(m, nn.modules.batchnorm._BatchNorm):
+    if _pools_statistics(m):
         return True
     own = next(m.parameters(recurse=False), None) is not None
     return own and (isinstance(m, _UNSUPPORTED_NORMS) or "norm" in type(m).__name__.lower())
@@ -243,22 +255,24 @@ def _unsupported_norms(module: nn.Module, *, batch_family: bool = True) -> dict[
     return {
         name: type(m).__name__
         for name, m in module.named_modules()
-        if name and _other_norm(m) and (batch_family or not isinstance(m, nn.modules.batchnorm._BatchNorm))
+        if name and _other_norm(m) and (batch_family or not _pools_statistics(m))
     }
 
 
 def _batch_statistics_left_shared(module: nn.Module) -> list[str]:
-    """Names of the BatchNorm-family layers left plain after the first σNorm in module order.
+    """Names of the layers that pool statistics (:func:`_pools_statistics`) left plain after the first
+    σNorm in module order.
 
-    In training such a layer pools the rows of all members, which differ after a σNorm. One before
-    every σNorm (a stem kept plain) sees each sample's M identical copies: the same statistics as
-    the plain model's, no mixing — so it is not listed.
+    Such a layer pools the rows of all members, which differ after a σNorm (a BatchNorm in training;
+    the running statistics, and so every eval output, of a BatchNorm or a tracking InstanceNorm). One
+    before every σNorm (a stem kept plain) sees each sample's M identical copies: the same statistics
+    as the plain model's, no mixing — so it is not listed.
     """
     names, seen_sigma = [], False
     for name, m in module.named_modules():
         if isinstance(m, SigmaNorm):
             seen_sigma = True
-        elif seen_sigma and isinstance(m, nn.modules.batchnorm._BatchNorm):
+        elif seen_sigma and _pools_statistics(m):
             names.append(name)
     return names
 
@@ -344,10 +358,10 @@ def convert_norms(
     mixing = _batch_statistics_left_shared(module)
     if mixing:
         warnings.warn(
-            f"σN conversion left {mixing[:5]}{' …' if len(mixing) > 5 else ''} as shared BatchNorm-family "
-            "layers after a converted one: in training (and in eval without running statistics) each "
-            "normalises with statistics pooled over the rows of all members, so every member's output "
-            "depends on the other members'",
+            f"σN conversion left {mixing[:5]}{' …' if len(mixing) > 5 else ''} as shared layers that pool "
+            "statistics (BatchNorm family, InstanceNorm with track_running_stats) after a converted one: "
+            "their batch statistics (training) or running statistics (eval) are pooled over the rows of "
+            "all members, so every member's output depends on the other members'",
             stacklevel=3,
         )
     hooked = sorted(
@@ -355,6 +369,19 @@ def convert_norms(
     )
     if hooked:
         warnings.warn(f"σN conversion dropped the hooks registered on {hooked}", stacklevel=3)
+    constrained = sorted(
+        {
+            chosen[id(layer)]
+            for _n, _p, _a, layer in slots
+            if id(layer) in chosen and parametrize.is_parametrized(layer)
+        }
+    )
+    if constrained:
+        warnings.warn(
+            f"σN conversion dropped the parametrizations registered on {constrained}: their σNorm twins hold "
+            "the parametrized values as plain parameters, so the constraint no longer applies in training",
+            stacklevel=3,
+        )
     return list(chosen.values())
 
 
@@ -601,6 +628,7 @@ def sigma_ensemble(
     }
     _refuse_sequence_first_transformers(backbone)
     _no_transformer_fast_path(backbone)
+    _check_sequence_first_attention(backbone)
     ens = SigmaEnsemble(backbone, members, converted, settings=settings)
     ens.training = model.training  # the wrapper's flag only: each layer keeps its own
     return ens
@@ -632,6 +660,41 @@ def _refuse_sequence_first_transformers(backbone: nn.Module) -> None:
                 "that takes (T, B, D) cannot be a σN ensemble, whatever is converted: the members would be "
                 "repeated along T)"
             )
+
+
+def _check_sequence_first_attention(backbone: nn.Module) -> None:
+    """Give every sequence-first ``nn.MultiheadAttention`` (``batch_first=False``) the row check.
+
+    Such a layer takes ``(T, N, D)``. Inside a batch-first model that transposes for it, ``N`` is the
+    ``B·M`` rows and the members stay apart. In a sequence-first model :class:`SigmaEnsemble` repeats
+    the members along ``T`` instead and the attention mixes them — with no norm to notice, as the
+    norms see ``T·M`` rows. A forward pre-hook (:func:`_sequence_first_rows`) raises then.
+    """
+    for name, module in backbone.named_modules():
+        if isinstance(module, nn.MultiheadAttention) and not module.batch_first:
+            module.register_forward_pre_hook(
+                functools.partial(_sequence_first_rows, name=name or "(the model)"), with_kwargs=True
+            )
+
+
+def _sequence_first_rows(module: nn.Module, args: tuple, kwargs: dict, *, name: str) -> None:
+    """ValueError unless a sequence-first attention's query has the ``B·M`` rows on axis 1."""
+    expected = expected_rows()
+    query = args[0] if args else kwargs.get("query")
+    if (
+        expected is None
+        or not isinstance(query, torch.Tensor)
+        or query.dim() != 3
+        or query.shape[1] == expected
+    ):
+        return
+    raise ValueError(
+        f"{name} is a sequence-first nn.MultiheadAttention (batch_first=False) whose query has shape "
+        f"{tuple(query.shape)}: inside its SigmaEnsemble axis 1 must be the batch with the member axis "
+        f"folded in, {expected} rows (B·M). A model that takes (T, B, D) cannot be a σN ensemble (the "
+        "members would be repeated along T, where attention mixes them): give it (B, T, D) and transpose "
+        "for this layer, or build it with batch_first=True"
+    )
 
 
 def _no_transformer_fast_path(backbone: nn.Module) -> None:
