@@ -137,6 +137,10 @@ def test_cli_run_and_evaluate_end_to_end(tmp_path):
     assert "Recorded by the run (environment.json)" in (out / "report.html").read_text()
     assert "torch_threads" in json.loads((out / "environment.json").read_text())
     assert "accuracy" in res.output and "sigma_ens" in res.output
+    claims = json.loads((out / "claims.json").read_text())  # the paper's claims, judged on this run
+    assert len(claims) == 4 and all(c["verdict"] in ("supported", "refuted") for c in claims)  # one pair
+    assert "Claims and verdicts" in (out / "report.html").read_text() and "σN-Ens has a lower" in res.output
+    assert "claims.json" in json.loads((out / "manifest.json").read_text())["files"]
     res = runner.invoke(app, ["evaluate", str(out), "--ood", "uniform"])
     assert res.exit_code == 0, res.output
     assert f"{out / 'evaluation.json'}\n" in res.output  # every written file is named

@@ -4,8 +4,9 @@
 with the same backbone and budget — three independent jobs (:mod:`ensemblize.experiments.jobs`),
 in process by default — prints the headline table (accuracy, NLL, ECE with 15 equal-width bins on
 p̄, Brier, parameters, train seconds) and the shift / OOD / selective / diversity metrics in tables
-at most 100 characters wide, and writes ``results.json``, the checkpoints (``models/``), the figures
-and the manifest into the run folder.
+at most 100 characters wide and σN-Ens's claims judged on the run (:data:`ensemblize.report.claims.SIGMA_CLAIMS`),
+and writes ``results.json``, ``claims.json``, the checkpoints (``models/``), the figures and the manifest
+into the run folder.
 
 Under ``torchrun --nproc-per-node N`` each model trains with DistributedDataParallel
 (:mod:`ensemblize.training.distributed`); only rank 0 prints and writes files.
@@ -139,6 +140,7 @@ def run_default(
     """
     from .evaluation.names import HEADLINE_METRICS
     from .experiments.jobs import Execution, Job, experiment_folder, merged_records
+    from .report.claims import SIGMA_CLAIMS, format_claims, verdicts, write_claims
     from .report.results import console_tables
     from .runner import MethodSpec
 
@@ -168,10 +170,14 @@ def run_default(
         results = folder.run(jobs, describe=_describe)
         records = merged_records(results)
         figures = _figures(results, Path(out)) if folder.is_main else []
+        claims = verdicts(records, SIGMA_CLAIMS)
+        if folder.is_main:
+            write_claims(out, claims)  # before the block ends: report.html renders it
         if not quiet:
             present = [k for k in HEADLINE_METRICS if k in records[0]["metrics"]]
             print("\n" + console_tables(records, metrics=present, by=("dataset", "method"), wide=ex.wide))
-            written = [p.name for p in figures] + ["report.html", "models/ (checkpoints)"]
+            print("\n" + format_claims(claims))
+            written = [p.name for p in figures] + ["claims.json", "report.html", "models/ (checkpoints)"]
             print(f"\nwrote {Path(out) / 'results.json'} and {', '.join(written)}")
     return records
 

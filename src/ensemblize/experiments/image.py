@@ -465,7 +465,9 @@ def compare(
     """Every method, same backbone and budget: the full evaluation suite, mean ± std over seeds.
 
     ``methods`` from single, temp_scaled, deep, batchensemble, packed, sigma; ``members``: M of every
-    ensemble; ``tau`` / ``lam``: the σN-Ens regulariser (the default job's values). Returns the records.
+    ensemble; ``tau`` / ``lam``: the σN-Ens regulariser (the default job's values). Also writes
+    ``claims.json``: :data:`ensemblize.report.claims.SIGMA_CLAIMS` judged on the records (paired by
+    seed). Returns the records.
     """
     c = _common(locals())
     chosen = O.choices(methods, option="--methods", allowed=METHOD_NAMES)
@@ -498,7 +500,14 @@ def compare(
         atomic_write_text(
             c["out"] / "table_severity.md", markdown_table(records, metrics=["ece", *severities]) + "\n"
         )
-        return _finish(c["out"], records, metrics=HEADLINE, execution=execution)
+        from ensemblize.report.claims import SIGMA_CLAIMS, format_claims, verdicts, write_claims
+
+        claims = verdicts(records, SIGMA_CLAIMS)
+        write_claims(c["out"], claims)
+        _finish(c["out"], records, metrics=HEADLINE, execution=execution)
+        if not (execution or Execution()).quiet:
+            print("\n" + format_claims(claims))
+        return records
 
     return _run("compare", _method_jobs("compare", specs, c, details=True), c, execution, report)
 

@@ -449,8 +449,9 @@ def selective(
     """SYNC vs SelectiveNet vs Deep Gamblers vs softmax response at every coverage: risk–coverage
     curves, AURC / AUGRC, and thresholds chosen on validation for each target coverage.
 
-    See the module docstring. Writes ``results.json``, ``results.md`` and ``risk_coverage.png`` into
-    ``out``; returns the records. ``quick`` (``--quick``): 1 epoch, 256 training samples.
+    See the module docstring. Writes ``results.json``, ``results.md``, ``risk_coverage.png`` and
+    ``claims.json`` (SYNC's claims judged on these records: :func:`ensemblize.report.claims.selective_verdicts`)
+    into ``out``; returns the records. ``quick`` (``--quick``): 1 epoch, 256 training samples.
     ``train_size`` (``--train-size``): a seeded, *stratified* subset of the training split (as in the
     image experiments); ``max_train`` (``--max-train``): a seeded *random* subset (kept for the runs in
     docs/results); not both."""
@@ -471,10 +472,15 @@ def selective(
 
         atomic_write_text(Path(out) / "results.md", md)
         risk_coverage_figure(curves, Path(out) / "risk_coverage.png", targets=settings["targets"])
+        from ..report.claims import format_claims, selective_verdicts, write_claims
+
+        claims = selective_verdicts(records)
+        write_claims(out, claims)  # before the block ends: report.html renders it
     if not folder.execution.quiet:
         from ..report.console import fit_markdown_tables
 
         print(md if folder.execution.wide else fit_markdown_tables(md))  # results.md keeps them whole
+        print("\n" + format_claims(claims))
     return records
 
 
