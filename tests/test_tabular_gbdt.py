@@ -230,3 +230,30 @@ def test_params_naming_an_estimator_argument_or_an_unknown_xgboost_key_are_error
     # xgboost's native "lambda" lost to the wrapper's default reg_lambda without a word
     with pytest.raises(ValueError, match=r"params \['lambda'\] would be overridden .*'reg_lambda'"):
         GBDTClassifier(kind="xgboost", max_rounds=5, random_state=0, params={"lambda": 50.0}).fit(X, y)
+
+
+def test_a_regressors_objective_may_be_changed_and_misspelt_catboost_params_are_named():
+    """``params`` overrides the wrapper's task settings for regression (it raised the engines'
+    "multiple values for keyword argument" TypeError); a classifier's objective is fixed (its
+    probabilities); a CatBoost key it does not take is named with the nearest spelling."""
+    from sklearn.datasets import load_diabetes, load_iris
+
+    from ensemblize.tabular.gbdt import GBDTClassifier, GBDTRegressor
+
+    X, y = load_diabetes(return_X_y=True, as_frame=True)
+    X, y = X[:150], y[:150]
+    xgb = GBDTRegressor(
+        kind="xgboost", params={"objective": "reg:absoluteerror", "eval_metric": "mae"}, max_rounds=20
+    )
+    assert xgb.fit(X, y).booster_.model.get_params()["objective"] == "reg:absoluteerror"
+    cb = GBDTRegressor(kind="catboost", params={"loss_function": "MAE"}, max_rounds=20).fit(X, y)
+    assert cb.booster_.model.get_params()["loss_function"] == "MAE"
+    with pytest.raises(
+        ValueError, match=r"catboost does not know the params \['max_dept'\].*did you mean 'max_depth'"
+    ):
+        GBDTRegressor(kind="catboost", params={"max_dept": 5}, max_rounds=20).fit(X, y)
+    Xi, yi = load_iris(return_X_y=True, as_frame=True)
+    with pytest.raises(
+        ValueError, match=r"params \['objective'\]: a xgboost classifier trains with 'multi:softprob'"
+    ):
+        GBDTClassifier(kind="xgboost", params={"objective": "multi:softmax"}, max_rounds=20).fit(Xi, yi)

@@ -14,7 +14,10 @@ One thread each by default (``n_jobs`` / ``thread_count``): on a small shared ma
 two contended threads ran about 20x slower than with one.
 The other hyperparameters are **default-tuned** — sensible library-style defaults written below —
 *not* the per-dataset tuned settings of the TabM paper, so expect slightly worse numbers than the
-paper's tuned GBDTs. ``params`` overrides any of them (and ``max_rounds`` / ``early_stopping_rounds``).
+paper's tuned GBDTs. ``params`` overrides any of them (and ``max_rounds`` / ``early_stopping_rounds``),
+and the task settings the wrapper chooses (:data:`_TASK_SETTINGS`): a regressor's objective / loss and
+every model's validation metric; a classifier's objective stays (``predict_proba`` returns its
+probabilities). A CatBoost key it does not take, or an XGBoost key it ignores, is a ValueError.
 
 :class:`GBDTClassifier` / :class:`GBDTRegressor` wrap :func:`fit_gbdt` as scikit-learn estimators on
 **raw DataFrames**, with exactly the network estimators' input rules and preprocessing
@@ -27,9 +30,12 @@ Both libraries are optional: ``pip install ensemblize[gbdt]``.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import re
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -254,22 +260,58 @@ def _fit_xgboost(xgb, X_tr, y_tr, X_va, y_va, task, seed, params, rounds, patien
     return model, model.best_iteration
 
 
+#: per engine: the task settings the wrapper chooses (``params`` may override them for regression, and
+#: the validation metric for every task; a classifier's objective must give the probabilities it returns)
+_TASK_SETTINGS = {
+    "xgboost": {
+        "regression": {"objective": "reg:squarederror", "eval_metric": "rmse"},
+        "binclass": {"objective": "binary:logistic", "eval_metric": "logloss"},
+        "multiclass": {"objective": "multi:softprob", "eval_metric": "mlogloss"},
+    },
+    "catboost": {
+        "regression": {"loss_function": "RMSE"},
+        "binclass": {"loss_function": "Logloss"},
+        "multiclass": {"loss_function": "MultiClass"},
+    },
+}
+_OBJECTIVE_KEYS = ("objective", "loss_function")
+
+
+def _task_settings(kind: str, task: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The wrapper's task settings of ``kind`` updated by ``params``; a classifier's objective is fixed."""
+    own = _TASK_SETTINGS[kind][task]
+    if task != "regression":
+        fixed = sorted(k for k in _OBJECTIVE_KEYS if k in params and params[k] != own.get(k))
+        if fixed:
+            raise ValueError(
+                f"params {fixed}: a {kind} classifier trains with {own[fixed[0]]!r} here (predict_proba "
+                "returns its probabilities); only a regressor's objective may be changed"
+            )
+    return {**own, **params}
+
+
 def _xgb_model(xgb, task, seed, params, **rounds):
-    """An unfitted XGBoost model for ``task`` (objective and metric), seeded, with ``rounds`` settings."""
-    common = {"random_state": seed, "verbosity": 1, **rounds, **params}
-    if task == "regression":
-        return xgb.XGBRegressor(objective="reg:squarederror", eval_metric="rmse", **common)
-    if task == "binclass":
-        return xgb.XGBClassifier(objective="binary:logistic", eval_metric="logloss", **common)
-    return xgb.XGBClassifier(objective="multi:softprob", eval_metric="mlogloss", **common)
+    """An unfitted XGBoost model for ``task`` (objective and metric, which ``params`` may override for
+    regression), seeded, with ``rounds`` settings."""
+    kwargs = {"random_state": seed, "verbosity": 1, **rounds, **_task_settings("xgboost", task, params)}
+    return (xgb.XGBRegressor if task == "regression" else xgb.XGBClassifier)(**kwargs)
 
 
 def _cb_model(cb, task, seed, params, **rounds):
-    """An unfitted CatBoost model for ``task`` (loss), seeded and silent, with ``rounds`` settings."""
-    common = {"random_seed": seed, "verbose": False, "allow_writing_files": False, **rounds, **params}
-    if task == "regression":
-        return cb.CatBoostRegressor(loss_function="RMSE", **common)
-    return cb.CatBoostClassifier(loss_function="Logloss" if task == "binclass" else "MultiClass", **common)
+    """An unfitted CatBoost model for ``task`` (loss, which ``params`` may override for regression),
+    seeded and silent, with ``rounds`` settings. A key CatBoost does not take is a ValueError."""
+    cls = cb.CatBoostRegressor if task == "regression" else cb.CatBoostClassifier
+    known = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        hints = {k: difflib.get_close_matches(k, sorted(known), n=1) for k in unknown}
+        hint = "; ".join(f"{k!r}: did you mean {m[0]!r}?" for k, m in hints.items() if m)
+        raise ValueError(
+            f"catboost does not know the params {unknown}; check their spelling (catboost's names)"
+            + (f" — {hint}" if hint else "")
+        )
+    own = {"random_seed": seed, "verbose": False, "allow_writing_files": False, **rounds}
+    return cls(**{**own, **_task_settings("catboost", task, params)})
 
 
 def _fit_catboost(cb, X_tr, y_tr, X_va, y_va, task, seed, params, rounds, patience):
