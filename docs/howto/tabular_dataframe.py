@@ -16,10 +16,11 @@ the input:
 
 What the estimators tell you about a table rather than guess silently (warnings you can filter by
 class, from ``ensemblize.data.tabular``): a column unique on every row (``IdentifierColumnWarning``),
-a text column of ISO dates read as categories — parse it with ``pd.to_datetime`` to use it as a time
+a text column of ISO (or year-first slashed) dates read as categories — parse it with ``pd.to_datetime`` to use it as a time
 (``DateStringWarning``), an object column of many integers read as codes
 (``IntegerCategoryWarning``), a text column of decimal numbers read as categories
-(``NumericTextWarning``), and, at predict time, categories never seen in training
+(``NumericTextWarning``), a text column with a level for more than a fifth of the rows, such as free
+text or names (``ManyLevelsWarning``), and, at predict time, categories never seen in training
 (``UnknownCategoryWarning``: each is read as no known category) and missing values in a numeric
 column that had none in training (``UnseenMissingValueWarning``: filled with the training median).
 """

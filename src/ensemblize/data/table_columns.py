@@ -52,6 +52,7 @@ __all__ = [
     "numeric_values",
     "category_values",
     "iso_date_strings",
+    "parse_iso_dates",
 ]
 
 NUMERIC_KINDS = ("number", "datetime", "timedelta")
@@ -93,11 +94,16 @@ def time_kind(col: pd.Series) -> str | None:
 
 
 #: ISO 8601 dates / date-times as text: 2001-02-03, 2001-02-03 04:05, 2001-02-03T04:05:06.789Z, …+01:00
-_ISO_DATE = r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+#: a year-first date or date-time: ISO 8601 (``2016-01-31``, ``2016-01-31T00:47:36Z``) or the same with
+#: slashes (``2016/01/31 00:47:36``, what many exports write); day-first or month-first forms are ambiguous
+#: and not matched
+_ISO_DATE = r"\d{4}(?P<sep>[-/])\d{2}(?P=sep)\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+_SLASH_DATE = r"^(\d{4})/(\d{2})/(\d{2})"
 
 
 def iso_date_strings(col: pd.Series) -> bool:
-    """Whether every observed value of a text (or categorical) column is an ISO 8601 date or date-time string.
+    """Whether every observed value of a text (or categorical) column is an ISO 8601 date or date-time string
+    (or one written year-first with slashes, ``2016/01/31``: :data:`_ISO_DATE`).
 
     Such a column is what ``pd.read_csv`` gives for a date column without ``parse_dates``. It is
     *not* a time column by :func:`time_kind` (text is never parsed silently); the estimators warn
@@ -113,6 +119,13 @@ def iso_date_strings(col: pd.Series) -> bool:
     if re.fullmatch(_ISO_DATE, observed.iloc[0]) is None:  # the common case, decided on one value
         return False
     return bool(observed.astype(str).str.fullmatch(_ISO_DATE).all())
+
+
+def parse_iso_dates(col: pd.Series) -> pd.Series:
+    """Datetimes of a column :func:`iso_date_strings` accepts (slashes read as dashes); ValueError /
+    TypeError where pandas cannot parse them (e.g. mixed UTC offsets)."""
+    text = col.astype(object).where(col.notna(), None)
+    return pd.to_datetime(text.str.replace(_SLASH_DATE, r"\1-\2-\3", regex=True), format="ISO8601")
 
 
 def time_zone_aware(col: pd.Series) -> bool | None:

@@ -27,8 +27,11 @@ missing values) into a float32 matrix ``(N, n_numeric_ + Σ cat_cardinalities_)`
    missing indicator (``indicators_`` order). ``cat_cardinalities_`` lists the block widths.
 6. Constant columns (≤ 1 distinct training value) are dropped and recorded in ``dropped_``; a
    column unique on every training row that is not a float, datetime or timedelta column (an identifier) gives an
-   :class:`IdentifierColumnWarning` naming it (from 20 training rows on); a text column of ISO 8601
-   dates gives a :class:`DateStringWarning` (it is read as categories unless parsed first). At
+   :class:`IdentifierColumnWarning` naming it (from 20 training rows on; an integer column only when
+   its values are a dense run or its name says identifier, e.g. ``subject_id``, ``rownames``); a text
+   column of ISO 8601 (or year-first slashed) dates gives a :class:`DateStringWarning` (it is read as
+   categories unless parsed first); a categorical column with at least 50 levels, more than a fifth of
+   the training rows (free text, names), a :class:`ManyLevelsWarning`. At
    predict time (``transform(..., warn_unknown=True)``) categories never seen in training give an
    :class:`UnknownCategoryWarning` naming the columns, and a missing value in a numeric column that
    had none in training (filled with the median, no indicator) an :class:`UnseenMissingValueWarning`. An ``object`` column of integers is read as
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -77,6 +81,7 @@ __all__ = [
     "UnknownCategoryWarning",
     "UnseenMissingValueWarning",
     "DateStringWarning",
+    "ManyLevelsWarning",
     "IntegerCategoryWarning",
     "NumericTextWarning",
     "TabularPreprocessor",
@@ -105,6 +110,14 @@ class IdentifierColumnWarning(UserWarning):
 _NUMBERS_AS_TEXT_KINDS = ("string", "mixed", "mixed-integer", "mixed-integer-float")
 """``pd.api.types.infer_dtype`` kinds of a categorical column that may hold numbers as text, or numbers
 beside text markers (:meth:`TabularPreprocessor._warn_numeric_text`)."""
+
+
+class ManyLevelsWarning(UserWarning):
+    """A categorical feature column has a level for more than a fifth of the training rows (free text)."""
+
+
+#: the fewest levels for which :class:`ManyLevelsWarning` is given
+_MANY_LEVELS = 50
 
 
 class DateStringWarning(UserWarning):
@@ -194,11 +207,22 @@ def as_table_frame(X: Any, *, name: str = "X") -> pd.DataFrame:
     return frame
 
 
+#: column names that say "identifier": ``id``, ``idno``, ``rownames``, ``subject_id``, ``row.id``, a
+#: CSV's saved index (``Unnamed: 0``), and camel case ``CustomerID`` / ``customerId``
+_ID_TOKEN = re.compile(
+    r"(?:^|[_\W])(?:id|idno|ids|rownames?|row_?ids?|index|uuid|guid)$|^unnamed: ?\d+$", re.IGNORECASE
+)
+_ID_CAMEL = re.compile(r"[a-z](?:ID|Id)$")
+
+
 def _id_like(col: pd.Series, *, numeric: bool) -> bool:
     """Whether an all-distinct column looks like a row identifier. Any non-numeric one does; an integer
-    one only when its values form a dense run (``max − min + 1 ≤ 3·n``, e.g. 1…N split into parts), since
-    integer measurements (incomes, weights, populations) are often all distinct on a small table too."""
+    one when its values form a dense run (``max − min + 1 ≤ 3·n``, e.g. 1…N split into parts) or its
+    name says so (:data:`_ID_TOKEN`, :data:`_ID_CAMEL`: row numbers of a sampled table are no dense run), since integer
+    measurements (incomes, weights, populations) are often all distinct on a small table too."""
     if not numeric:
+        return True
+    if isinstance(col.name, str) and (_ID_TOKEN.search(col.name) or _ID_CAMEL.search(col.name)):
         return True
     values = col.to_numpy(dtype=np.float64)
     return float(values.max() - values.min() + 1) <= 3 * len(values)
@@ -285,6 +309,7 @@ class TabularPreprocessor:
         self._warn_date_strings(X, cats)
         self._warn_integer_objects(X, cats)
         self._warn_numeric_text(X, cats)
+        self._warn_many_levels(X, cats)
         self.n_train_ = len(X)
         self._fit_quantiles(X)
         self._fit_target(y, n=len(X))
@@ -306,8 +331,10 @@ class TabularPreprocessor:
             raise self._nan_error(counts)
 
     def _nan_error(self, counts: dict[str, int]) -> ValueError:
+        shown = dict(list(counts.items())[:10])
+        more = f" and {len(counts) - 10} more column(s)" if len(counts) > 10 else ""
         return ValueError(
-            f"missing values (NaN) in column(s) {list(counts)} (counts {counts}); impute=True fills "
+            f"missing values (NaN) in column(s) {list(shown)}{more} (counts {shown}); impute=True fills "
             "them (numeric: training median plus a missing indicator; categorical: a missing category)"
         )
 
@@ -416,6 +443,35 @@ class TabularPreprocessor:
                 "X[col] = pd.to_numeric(X[col], errors='coerce') (text that is not a number, e.g. a '.' or '?' "
                 "for missing, becomes a missing value)",
                 NumericTextWarning,
+                stacklevel=user_stacklevel(),
+            )
+
+    def _warn_many_levels(self, X: pd.DataFrame, cats: list[str]) -> None:
+        """Warn about categorical columns with so many levels that one-hot blocks are mostly singletons:
+        at least :data:`_MANY_LEVELS` levels and more than a fifth of the training rows (free text, names,
+        time stamps as text). Columns unique on every row (identifiers) and date strings have their own
+        warnings."""
+        n = len(X)
+        found = {}
+        for c in cats:
+            levels = len(self.categories_.get(c, ()))
+            if (
+                levels < _MANY_LEVELS
+                or levels <= n / 5
+                or X[c].nunique(dropna=True) == n
+                or iso_date_strings(X[c])
+            ):
+                continue
+            found[c] = levels
+        if found:
+            listed = ", ".join(f"{c!r}: {k:,} levels" for c, k in list(found.items())[:5])
+            if len(found) > 5:
+                listed += f", and {len(found) - 5} more: {list(found)[5:]}"
+            warnings.warn(
+                f"categorical column(s) with a level for more than a fifth of the {n:,} training rows ({listed}) "
+                "become one one-hot feature per level, most of them seen once or twice: free text, names "
+                "or codes like these rarely generalise; drop them, or map them to fewer groups first",
+                ManyLevelsWarning,
                 stacklevel=user_stacklevel(),
             )
 
@@ -596,7 +652,7 @@ class TabularPreprocessor:
                 f"datetime column {c!r} was {was} in the training rows but is {is_} now; naive times "
                 "are read as UTC, so local wall-clock times shift by their UTC offset",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
 
     def fit_transform(self, X, y=None, *, categorical=None) -> np.ndarray:

@@ -1204,16 +1204,15 @@ def _hold_out(held: contextlib.ExitStack, out: Path, *, overwrite: bool) -> None
 
 
 def _parse_date_columns(X: Any, *, echo: Callable[[str], None] | None) -> Any:
-    """``X`` with each column of ISO 8601 date strings parsed as datetimes (a copy where any is)."""
-    import pandas as pd
-
-    from ensemblize.data.table_columns import iso_date_strings
+    """``X`` with each column of ISO 8601 (or year-first slashed) date strings parsed as datetimes (a
+    copy where any is)."""
+    from ensemblize.data.table_columns import iso_date_strings, parse_iso_dates
 
     parsed = {}
     for c in X.columns:
         if iso_date_strings(X[c]):
             try:
-                parsed[c] = pd.to_datetime(X[c], format="ISO8601")
+                parsed[c] = parse_iso_dates(X[c])
             except (ValueError, TypeError):  # e.g. mixed UTC offsets: left as text (the estimator warns)
                 continue
     if parsed and echo is not None:
