@@ -36,26 +36,29 @@ def test_verdict_words_follow_the_stated_rule(ours, theirs, kw, word):
     row = verdict(records, _claim(**kw))
     assert row["verdict"] == word and row["claim"] == "a beats b"
     mean_a, mean_b = sum(ours) / 3, sum(theirs) / 3
-    assert f"a {mean_a:.4g} vs b {mean_b:.4g} (mean of 3 pairs matched on seed)" in row["evidence"]
-
-
-def test_only_matched_finite_pairs_count_and_a_missing_side_is_not_measured():
-    records = [
-        _rec("a", 0, 1.0),
-        _rec("a", 1, float("nan")),
-        _rec("a", 2, 1.0),
-        _rec("b", 0, 2.0),
-        _rec("b", 1, 2.0),
-    ]
-    row = verdict(records, _claim())
     assert (
-        row["verdict"] == "supported"
-        and "mean of 1 pair" in row["evidence"]
-        and "one pair only" in row["evidence"]
+        f"a {mean_a:.4g} vs b {mean_b:.4g} (mean of 3 finite pairs); 3 pairs matched on seed"
+        in row["evidence"]
     )
-    assert "*" in format_claims([row]).splitlines()[1] and "one pair only" in format_claims([row])
+
+
+def test_only_matched_pairs_count_a_diverged_run_loses_and_duplicates_are_refused():
+    records = [_rec("a", 0, 1.0), _rec("a", 2, 1.0), _rec("b", 0, 2.0), _rec("b", 1, 2.0)]
+    row = verdict(records, _claim())
+    assert row["verdict"] == "supported" and "1 pair matched on seed" in row["evidence"]
+    assert "one pair only" in row["evidence"] and "*" in format_claims([row]).splitlines()[1]
+    # σN-Ens diverging (NaN) on two of three seeds is not "supported on the one left"
+    records = [_rec("a", 0, 1.0), _rec("a", 1, float("nan")), _rec("a", 2, float("inf"))]
+    records += [_rec("b", s, 2.0) for s in range(3)]
+    row = verdict(records, _claim())
+    assert row["verdict"] == "mixed" and "better in 1, worse in 2" in row["evidence"]
+    assert "2 with a non-finite value (it counts as the worse)" in row["evidence"]
+    row = verdict([_rec("a", 0, float("nan")), _rec("b", 0, float("nan"))], _claim())
+    assert row["verdict"] == "not supported" and "no pair with two finite values" in row["evidence"]
     row = verdict([_rec("a", 0, 1.0)], _claim())
     assert row["verdict"] == "not measured" and "no record of b" in row["evidence"]
+    with pytest.raises(ValueError, match=r"two records of a share \{'seed': 0\}"):
+        verdict([_rec("a", 0, 1.0, dataset="x"), _rec("a", 0, 3.0, dataset="y"), _rec("b", 0, 2.0)], _claim())
 
 
 def test_selective_claims_pair_on_seed_and_coverage_and_deep_gamblers_at_every_target():
@@ -73,4 +76,4 @@ def test_selective_claims_pair_on_seed_and_coverage_and_deep_gamblers_at_every_t
     rows = {r["claim"].split(" ", 1)[1][:40]: r for r in selective_verdicts(records)}
     words = [r["verdict"] for r in rows.values()]
     assert words == ["supported", "supported", "mixed"]
-    assert all("mean of 4 pairs matched on seed, target" in r["evidence"] for r in rows.values())
+    assert all("4 pairs matched on seed, target" in r["evidence"] for r in rows.values())

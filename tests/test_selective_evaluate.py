@@ -215,3 +215,24 @@ def test_plain_and_gamblers_scores_do_not_saturate_in_float32(kind):
     for score in (s.sr, s.own) if kind == "gamblers" else (s.sr,):
         assert score.dtype == np.float64 and len(np.unique(score)) == 10
         assert coverage_achieved(score, threshold_for_coverage(score, 0.1)) == pytest.approx(0.1)
+
+
+def test_a_model_returning_a_plain_tuple_is_scored_like_one_returning_a_selective_output():
+    """The losses train a model whose forward returns ``(logits, selection, aux_logits)``; evaluation
+    scores it the same way (it required the NamedTuple)."""
+    net = _trained_like_net().eval()
+
+    class AsTuple(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x):
+            return tuple(self.net(x))
+
+    x = torch.randn(11, 3)
+    a, b = predict_selective(net, x), predict_selective(AsTuple(), x)
+    for field in ("probs", "selection", "aux_probs"):
+        torch.testing.assert_close(getattr(a, field), getattr(b, field), rtol=0, atol=0)
+    with pytest.raises(TypeError, match=r"the model's output must be a SelectiveOutput.*got Tensor"):
+        predict_selective(nn.Linear(3, 2), x)

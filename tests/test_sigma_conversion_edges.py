@@ -172,6 +172,11 @@ def test_pooled_running_statistics_and_dropped_parametrizations_are_named():
         )
         with pytest.warns(UserWarning, match=r"\['2'\] as shared layers that pool statistics"):
             ez.sigma_ensemble(net, members=2, seed=0)
+    stem = nn.Sequential(
+        nn.Conv1d(2, 4, 3), nn.InstanceNorm1d(4, affine=True, track_running_stats=True), nn.BatchNorm1d(4)
+    )
+    with pytest.warns(UserWarning, match=r"left \['1'\] shared: their class\(es\) \['InstanceNorm1d'\]"):
+        ez.sigma_ensemble(stem, members=2, seed=0)  # before every σNorm: not pooling, but still not converted
 
     class Abs(nn.Module):
         def forward(self, w):

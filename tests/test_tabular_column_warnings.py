@@ -248,12 +248,14 @@ def test_free_text_sampled_row_numbers_and_slashed_dates_are_named():
         "rownames": np.sort(rng.choice(10_000, n, replace=False)),  # a 2 % sample of 1…10,000
         "income": rng.choice(10**6, n, replace=False),  # all distinct integers, no identifier name
         "when": [f"2016/{m:02d}/{d:02d} 00:47:36" for m, d in zip(rng.integers(1, 13, n), rng.integers(1, 28, n), strict=True)],
+        "codes": pd.Series(rng.integers(0, 90, n), dtype=object),  # many levels, but its own warning says why
     })  # fmt: skip
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         TabularPreprocessor(task="regression", seed=0).fit(X, rng.normal(size=n))
     by = {w.category: str(w.message) for w in record}
     assert "'title': " in by[ManyLevelsWarning] and "'when'" not in by[ManyLevelsWarning]
+    assert "'codes'" in by[IntegerCategoryWarning] and "'codes'" not in by[ManyLevelsWarning]
     assert "'rownames'" in by[IdentifierColumnWarning] and "income" not in by[IdentifierColumnWarning]
     assert "['when']" in by[DateStringWarning] and all(w.filename == __file__ for w in record)
     parsed = _parse_date_columns(X[["when"]], echo=None)["when"]

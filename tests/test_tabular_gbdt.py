@@ -252,7 +252,17 @@ def test_a_regressors_objective_may_be_changed_and_misspelt_catboost_params_are_
         ValueError, match=r"catboost does not know the params \['max_dept'\].*did you mean 'max_depth'"
     ):
         GBDTRegressor(kind="catboost", params={"max_dept": 5}, max_rounds=20).fit(X, y)
+    with pytest.raises(
+        ValueError, match=r"params \['loss_function'\] = 'Tweedie:variance_power=1.5' needs a positive"
+    ):
+        GBDTRegressor(
+            kind="catboost", params={"loss_function": "Tweedie:variance_power=1.5"}, max_rounds=20
+        ).fit(X, y)
     Xi, yi = load_iris(return_X_y=True, as_frame=True)
+    cb = GBDTClassifier(
+        kind="catboost", params={"objective": "MultiClass"}, max_rounds=5
+    )  # its alias, same loss
+    assert cb.fit(Xi, yi).predict_proba(Xi).shape == (150, 3)
     with pytest.raises(
         ValueError, match=r"params \['objective'\]: a xgboost classifier trains with 'multi:softprob'"
     ):

@@ -72,7 +72,8 @@ class Opt:
     ``help``: the help text; ``flag``: the option (default ``--name-with-dashes``); ``items``: the
     Python argument is a list of this type, given as comma-separated text; ``cli_type``: the option's
     type when the default is ``None``; ``min``: the smallest value typer accepts; ``aliases``: further
-    flags for the same option (``--seed`` for ``--seeds``: every command takes ``--seed``).
+    flags for the same option (``--seed`` for ``--seeds``: every command that runs anything takes ``--seed``;
+    given both, the last one on the line wins, as click does for any repeated option).
     """
 
     help: str

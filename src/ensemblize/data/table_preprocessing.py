@@ -207,12 +207,14 @@ def as_table_frame(X: Any, *, name: str = "X") -> pd.DataFrame:
     return frame
 
 
-#: column names that say "identifier": ``id``, ``idno``, ``rownames``, ``subject_id``, ``row.id``, a
-#: CSV's saved index (``Unnamed: 0``), and camel case ``CustomerID`` / ``customerId``
+#: column names that say "identifier": ``id``, ``idx``, ``idno``, ``rownames``, ``subject_id``, ``row.id``,
+#: ``index`` alone (not ``price_index``), a CSV's saved index (``Unnamed: 0``, ``Unnamed: 0.1``), and camel
+#: case ``CustomerID`` / ``customerIds``
 _ID_TOKEN = re.compile(
-    r"(?:^|[_\W])(?:id|idno|ids|rownames?|row_?ids?|index|uuid|guid)$|^unnamed: ?\d+$", re.IGNORECASE
+    r"(?:^|[_\W])(?:id|ids|idx|idno|rownames?|row_?ids?|uuid|guid)$|^(?:index|unnamed: ?\d+(?:\.\d+)?)$",
+    re.IGNORECASE,
 )
-_ID_CAMEL = re.compile(r"[a-z](?:ID|Id)$")
+_ID_CAMEL = re.compile(r"[a-z]{2}(?:ID|Id)s?$")
 
 
 def _id_like(col: pd.Series, *, numeric: bool) -> bool:
@@ -307,9 +309,8 @@ class TabularPreprocessor:
         self.categorical_ = list(self.categories_)
         self._warn_identifiers(X, numeric, cats)
         self._warn_date_strings(X, cats)
-        self._warn_integer_objects(X, cats)
-        self._warn_numeric_text(X, cats)
-        self._warn_many_levels(X, cats)
+        named = self._warn_integer_objects(X, cats) | self._warn_numeric_text(X, cats)
+        self._warn_many_levels(X, [c for c in cats if c not in named])
         self.n_train_ = len(X)
         self._fit_quantiles(X)
         self._fit_target(y, n=len(X))
@@ -392,8 +393,8 @@ class TabularPreprocessor:
                 stacklevel=user_stacklevel(),
             )
 
-    def _warn_integer_objects(self, X: pd.DataFrame, cats: list[str]) -> None:
-        """Warn about ``object`` columns of integers read as categories with many levels."""
+    def _warn_integer_objects(self, X: pd.DataFrame, cats: list[str]) -> set[str]:
+        """Warn about ``object`` columns of integers read as categories with many levels; their names."""
         many = [
             c
             for c in cats
@@ -410,10 +411,12 @@ class TabularPreprocessor:
                 IntegerCategoryWarning,
                 stacklevel=user_stacklevel(),
             )
+        return set(many)
 
-    def _warn_numeric_text(self, X: pd.DataFrame, cats: list[str]) -> None:
+    def _warn_numeric_text(self, X: pd.DataFrame, cats: list[str]) -> set[str]:
         """Warn about categorical columns of many levels whose values are mostly numbers: text of
-        non-integer numbers, or numbers mixed with some text (a missing-value marker such as ``'?'``)."""
+        non-integer numbers, or numbers mixed with some text (a missing-value marker such as ``'?'``);
+        their names."""
         found: dict[str, tuple[int, float, str, str | None]] = {}
         for c in cats:
             levels = len(self.categories_.get(c, ()))
@@ -445,6 +448,7 @@ class TabularPreprocessor:
                 NumericTextWarning,
                 stacklevel=user_stacklevel(),
             )
+        return set(found)
 
     def _warn_many_levels(self, X: pd.DataFrame, cats: list[str]) -> None:
         """Warn about categorical columns with so many levels that one-hot blocks are mostly singletons:

@@ -156,10 +156,9 @@ class SelectivePredictions(NamedTuple):
 
 def _selective_heads(out: object) -> tuple[Tensor, Tensor, Tensor]:
     """``(p̄, ḡ, q̄)`` of one batch of SelectiveNet output (member axes averaged on probabilities), float64."""
-    from ..selective.net import SelectiveOutput
+    from ..selective.net import as_selective_output
 
-    if not isinstance(out, SelectiveOutput):
-        raise TypeError(f"model must return a SelectiveOutput, got {type(out).__name__}")
+    out = as_selective_output(out, what="the model's output")
     # softmax in float64: in float32 max p is exactly 1.0 once the logit margin passes ~17, and such rows
     # tie, so a threshold for 10 % coverage could accept them all
     p, g, q = out.logits.double().softmax(-1), out.selection.double(), out.aux_logits.double().softmax(-1)

@@ -107,6 +107,8 @@ def method_records(
             i = TABLE_COVERAGES.index(target) if target in TABLE_COVERAGES else None
             if i is None:  # a target off the table grid: evaluate it directly
                 extra_rep = selective_report(conf, errors, coverages=(target,), val_confidence=val_conf)
+                # risk@target too, as on the grid (the claims compare methods on it)
+                m.update({k: v for k, v in extra_rep.as_metrics().items() if k.startswith("risk@")})
                 m["achieved_coverage"] = extra_rep.threshold_coverage[0]
                 m["risk_at_target"] = extra_rep.threshold_risk[0]
             else:

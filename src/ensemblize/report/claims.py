@@ -5,13 +5,15 @@ wins in. :func:`verdict` pairs the two sides' records on their shared keys (the 
 coverage where there is one), compares each pair, and returns one row for ``claims.json`` (which
 ``report.html`` renders under "Claims and verdicts" and the commands print)::
 
-    {"claim": str, "verdict": "supported" | "refuted" | "mixed" | "not measured", "evidence": str}
+    {"claim": str, "verdict": "supported" | "refuted" | "mixed" | "not supported" | "not measured",
+     "evidence": str}
 
 The rule is deliberately plain and stated in every row: **supported** when the method is better in
 every pair, **refuted** when it is worse in every pair, **mixed** when it is better in some and worse
-in others, **not supported** when it is better in none (ties and losses); a tie counts for the method
-only in an "at least as good" claim. **not measured**: the run has no pair (a method or metric left
-out). With one seed a verdict rests on one pair, and the
+in others, **not supported** otherwise (ties with no loss on a strict claim, or ties and losses with no
+win); a tie counts for the method only in an "at least as good" claim, and a non-finite value (a diverged
+run) is the worse of a pair. **not measured**: the run has no pair (a method or metric left out). Two
+records of one side with the same pairing key are a ValueError (pass one dataset's records). With one seed a verdict rests on one pair, and the
 evidence says so; nothing here is a significance test. The claims are the papers' as the experiments
 measure them (:data:`SIGMA_CLAIMS`, :func:`selective_claims`); the verdicts are only this run's.
 """
@@ -68,28 +70,47 @@ class Claim:
 
 
 def _value(record: Mapping[str, Any], claim: Claim) -> float | None:
+    """The record's metric as a float (NaN / inf kept: a diverged run), or None when it has none."""
     key = claim.metric(record) if callable(claim.metric) else claim.metric
     value = record.get("metrics", {}).get(key)
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    value = float(value)
-    return value if math.isfinite(value) else None
+    return float(value)
 
 
-def _side(records: Sequence[Mapping[str, Any]], claim: Claim, pick) -> dict[tuple, float]:
+def _side(records: Sequence[Mapping[str, Any]], claim: Claim, pick, name: str) -> dict[tuple, float]:
     out: dict[tuple, float] = {}
     for r in records:
         if not pick(r):
             continue
         value = _value(r, claim)
-        if value is not None:
-            out[tuple(r.get(k) for k in claim.pair_on)] = value
+        if value is None:
+            continue
+        key = tuple(r.get(k) for k in claim.pair_on)
+        if key in out:
+            raise ValueError(
+                f"claim {claim.text!r}: two records of {name} share {dict(zip(claim.pair_on, key, strict=True))}; "
+                f"pair them on more keys (pair_on) or pass one dataset's records"
+            )
+        out[key] = value
     return out
 
 
+def _compare(ours: float, theirs: float, lower_is_better: bool) -> int:
+    """-1: ours is better, 1: worse, 0: tied. A non-finite value (a diverged run) loses to a finite one;
+    two non-finite values tie."""
+    if not math.isfinite(ours) or not math.isfinite(theirs):
+        return (not math.isfinite(ours)) - (not math.isfinite(theirs))
+    diff = (ours - theirs) if lower_is_better else (theirs - ours)
+    return (diff > 0) - (diff < 0)
+
+
 def verdict(records: Sequence[Mapping[str, Any]], claim: Claim) -> dict[str, str]:
-    """The claims.json row of ``claim`` on ``records`` (see the module docstring for the rule)."""
-    ours, theirs = _side(records, claim, claim.method), _side(records, claim, claim.baseline)
+    """The claims.json row of ``claim`` on ``records`` (see the module docstring for the rule).
+
+    Raises ValueError when two records of one side share a pairing key (``pair_on``)."""
+    ours = _side(records, claim, claim.method, claim.names[0])
+    theirs = _side(records, claim, claim.baseline, claim.names[1])
     keys = sorted(set(ours) & set(theirs), key=repr)
     metric = claim.metric_name or (claim.metric if isinstance(claim.metric, str) else "the metric")
     if not keys:
@@ -100,9 +121,8 @@ def verdict(records: Sequence[Mapping[str, Any]], claim: Claim) -> dict[str, str
             "verdict": "not measured",
             "evidence": f"{why} with {metric} in this run",
         }
-    sign = 1.0 if claim.lower_is_better else -1.0
-    better = sum(sign * (ours[k] - theirs[k]) < 0 for k in keys)
-    worse = sum(sign * (ours[k] - theirs[k]) > 0 for k in keys)
+    outcomes = [_compare(ours[k], theirs[k], claim.lower_is_better) for k in keys]
+    better, worse = outcomes.count(-1), outcomes.count(1)
     ties = len(keys) - better - worse
     wins = better + (ties if claim.at_least_as_good else 0)
     if wins == len(keys):
@@ -111,18 +131,26 @@ def verdict(records: Sequence[Mapping[str, Any]], claim: Claim) -> dict[str, str
         word = "refuted"
     elif better and worse:
         word = "mixed"
-    else:  # ties and losses, no win
+    else:  # no loss and some ties (a strict claim), or no win: ties and losses
         word = "not supported"
-    mean_ours = sum(ours[k] for k in keys) / len(keys)
-    mean_theirs = sum(theirs[k] for k in keys) / len(keys)
+    finite = [k for k in keys if math.isfinite(ours[k]) and math.isfinite(theirs[k])]
     direction = "lower" if claim.lower_is_better else "higher"
     unit = "pair" if len(keys) == 1 else "pairs"
     paired = ", ".join(claim.pair_on)
+    if finite:
+        means = (
+            f"{claim.names[0]} {sum(ours[k] for k in finite) / len(finite):.4g} vs {claim.names[1]} "
+            f"{sum(theirs[k] for k in finite) / len(finite):.4g} (mean of {len(finite)} finite "
+            f"{'pair' if len(finite) == 1 else 'pairs'})"
+        )
+    else:
+        means = "no pair with two finite values"
     evidence = (
-        f"{metric} ({direction} is better): {claim.names[0]} {mean_ours:.4g} vs {claim.names[1]} "
-        f"{mean_theirs:.4g} (mean of {len(keys)} {unit} matched on {paired}); better in {better}, worse in "
-        f"{worse}, tied in {ties}"
+        f"{metric} ({direction} is better): {means}; {len(keys)} {unit} matched on {paired}: better in {better}, "
+        f"worse in {worse}, tied in {ties}"
     )
+    if len(finite) < len(keys):
+        evidence += f"; {len(keys) - len(finite)} with a non-finite value (it counts as the worse)"
     if len(keys) == 1:
         evidence += f"; {_ONE_PAIR}: run more seeds before reading much into it"
     return {"claim": claim.text, "verdict": word, "evidence": evidence}

@@ -31,7 +31,7 @@ from .._checks import (
 from ..metrics._validate import probabilities as check_probabilities
 from ..metrics.confidence import _negative_entropy, _softmax_power, _softmax_response
 from ..training.outputs import warn_if_probabilities
-from .net import SelectiveOutput
+from .net import SelectiveOutput, as_selective_output
 
 __all__ = ["SelectiveNetLoss", "SyncLoss", "DeepGamblersLoss"]
 
@@ -97,20 +97,7 @@ def _unpack(
     ``output``: a :class:`SelectiveOutput`, any object with ``logits``, ``selection`` and
     ``aux_logits`` attributes, or a ``(logits, selection, aux_logits)`` tuple / list of tensors.
     """
-    fields = ("logits", "selection", "aux_logits")
-    if isinstance(output, SelectiveOutput) or all(hasattr(output, a) for a in fields):
-        f, g, h = (getattr(output, a) for a in fields)
-    elif isinstance(output, (tuple, list)) and len(output) == 3:
-        f, g, h = output
-    else:
-        raise TypeError(
-            "output must be a SelectiveOutput, an object with logits, selection and aux_logits, or a "
-            f"(logits, selection, aux_logits) tuple; got {type(output).__name__}"
-            + (f" of length {len(output)}" if isinstance(output, (tuple, list)) else "")
-        )
-    for name, t in zip(fields, (f, g, h), strict=True):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"output.{name} must be a torch.Tensor, got {type(t).__name__}")
+    f, g, h = as_selective_output(output)
     if f.dim() not in (2, 3):
         raise ValueError(f"output.logits must be (B, C) or (B, M, C), got shape {tuple(f.shape)}")
     if tuple(g.shape) != tuple(f.shape[:-1]):

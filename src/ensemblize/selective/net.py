@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from ensemblize._checks import check_int, check_module
 
-__all__ = ["SelectiveNet", "SelectiveOutput", "SELECTION_DIVISOR"]
+__all__ = ["SelectiveNet", "SelectiveOutput", "SELECTION_DIVISOR", "as_selective_output"]
 
 #: The reference selection head divides the normalised hidden layer by 10 before the last dense
 #: layer (Geifman & El-Yaniv's Keras code: ``Lambda(lambda x: x / 10)``), which keeps the initial
@@ -44,6 +44,29 @@ class SelectiveOutput(NamedTuple):
     logits: Tensor
     selection: Tensor
     aux_logits: Tensor
+
+
+def as_selective_output(output: object, *, what: str = "output") -> SelectiveOutput:
+    """``output`` as a :class:`SelectiveOutput`: one already, any object with ``logits``, ``selection``
+    and ``aux_logits`` attributes, or a ``(logits, selection, aux_logits)`` tuple / list of tensors;
+    TypeError naming ``what`` otherwise (or the field that is not a tensor)."""
+    fields = SelectiveOutput._fields
+    if isinstance(output, SelectiveOutput):
+        parts = tuple(output)
+    elif all(hasattr(output, a) for a in fields):
+        parts = tuple(getattr(output, a) for a in fields)
+    elif isinstance(output, (tuple, list)) and len(output) == 3:
+        parts = tuple(output)
+    else:
+        raise TypeError(
+            f"{what} must be a SelectiveOutput, an object with logits, selection and aux_logits, or a "
+            f"(logits, selection, aux_logits) tuple; got {type(output).__name__}"
+            + (f" of length {len(output)}" if isinstance(output, (tuple, list)) else "")
+        )
+    for name, t in zip(fields, parts, strict=True):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what}.{name} must be a torch.Tensor, got {type(t).__name__}")
+    return SelectiveOutput(*parts)
 
 
 class SelectiveNet(nn.Module):

@@ -251,11 +251,12 @@ def _other_norm(m: nn.Module) -> bool:
 
 def _unsupported_norms(module: nn.Module, *, batch_family: bool = True) -> dict[str, str]:
     """name -> class name of the norm layers that are not converted (:func:`_other_norm`); without the
-    BatchNorm family when ``batch_family`` is False (they get their own warning)."""
+    BatchNorm family when ``batch_family`` is False (they get their own warning; a tracking InstanceNorm
+    stays listed here, and after a σNorm is named in that warning too)."""
     return {
         name: type(m).__name__
         for name, m in module.named_modules()
-        if name and _other_norm(m) and (batch_family or not _pools_statistics(m))
+        if name and _other_norm(m) and (batch_family or not isinstance(m, nn.modules.batchnorm._BatchNorm))
     }
 
 
@@ -693,7 +694,8 @@ def _sequence_first_rows(module: nn.Module, args: tuple, kwargs: dict, *, name: 
         f"{tuple(query.shape)}: inside its SigmaEnsemble axis 1 must be the batch with the member axis "
         f"folded in, {expected} rows (B·M). A model that takes (T, B, D) cannot be a σN ensemble (the "
         "members would be repeated along T, where attention mixes them): give it (B, T, D) and transpose "
-        "for this layer, or build it with batch_first=True"
+        "for this layer, or build it with batch_first=True (or set ensemble.check_rows = False if axis 1 "
+        "legitimately holds other rows that keep the member order, e.g. axial attention)"
     )
 
 

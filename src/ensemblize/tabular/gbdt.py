@@ -277,16 +277,39 @@ _TASK_SETTINGS = {
 _OBJECTIVE_KEYS = ("objective", "loss_function")
 
 
+#: regression objectives that need a positive (or count) target, per engine: the wrapper trains on the
+#: standardised target, which has negative values (CatBoost's are matched before any ``:`` parameter)
+_POSITIVE_TARGET_OBJECTIVES = {
+    "xgboost": frozenset({"count:poisson", "reg:gamma", "reg:tweedie", "survival:cox", "survival:aft"}),
+    "catboost": frozenset({"Poisson", "Tweedie"}),
+}
+
+
 def _task_settings(kind: str, task: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    """The wrapper's task settings of ``kind`` updated by ``params``; a classifier's objective is fixed."""
+    """The wrapper's task settings of ``kind`` updated by ``params``; a classifier's objective is fixed,
+    and a regressor's may not need a positive target."""
     own = _TASK_SETTINGS[kind][task]
+    objective = own.get("objective", own.get("loss_function"))
+    given = {k: params[k] for k in _OBJECTIVE_KEYS if k in params}  # CatBoost takes either name
     if task != "regression":
-        fixed = sorted(k for k in _OBJECTIVE_KEYS if k in params and params[k] != own.get(k))
+        fixed = sorted(k for k, v in given.items() if v != objective)
         if fixed:
             raise ValueError(
-                f"params {fixed}: a {kind} classifier trains with {own[fixed[0]]!r} here (predict_proba "
+                f"params {fixed}: a {kind} classifier trains with {objective!r} here (predict_proba "
                 "returns its probabilities); only a regressor's objective may be changed"
             )
+    else:
+        names = {
+            k: (v.split(":")[0] if kind == "catboost" else v) for k, v in given.items() if isinstance(v, str)
+        }
+        positive = sorted(k for k, name in names.items() if name in _POSITIVE_TARGET_OBJECTIVES[kind])
+        if positive:
+            raise ValueError(
+                f"params {positive} = {given[positive[0]]!r} needs a positive target, but the regressor trains "
+                "on the standardised target (mean 0, std 1); use an objective for real-valued targets"
+            )
+    if "objective" in given and "loss_function" in own:  # CatBoost's alias replaces the wrapper's loss
+        own = {k: v for k, v in own.items() if k != "loss_function"}
     return {**own, **params}
 
 
