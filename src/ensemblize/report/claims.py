@@ -218,40 +218,31 @@ def selective_claims(records: Sequence[Mapping[str, Any]]) -> list[Claim]:
     the seed and the coverage.
     """
     variants = sorted({r["method"] for r in records if "SYNC" in str(r.get("method", ""))})
+    #: (baseline method, its scoring, how the claim reads, its name in the evidence, a tie supports it)
+    against = (
+        ("SelectiveNet", "w/o SR", "has a lower selective risk than SelectiveNet at its target coverage "
+         "(both w/o SR)", "SelectiveNet", False),
+        ("SelectiveNet", "w/ SR", "without SR is at least as good as SelectiveNet with SR (selective risk "
+         "at the target coverage)", "SelectiveNet w/ SR", True),
+        ("DeepGamblers", "w/o SR", "has a lower selective risk than Deep Gamblers at its target coverage "
+         "(both w/o SR)", "Deep Gamblers", False),
+    )  # fmt: skip
     claims: list[Claim] = []
     for name in variants:
 
         def mine(r: Mapping[str, Any], n: str = name) -> bool:
             return r.get("method") == n and r.get("scoring") == "w/o SR" and r.get("target") is not None
 
-        claims.append(
-            Claim(
-                f"{name} has a lower selective risk than SelectiveNet at its target coverage (both w/o SR)",
-                mine,
-                lambda r: r.get("method") == "SelectiveNet" and r.get("scoring") == "w/o SR",
-                _risk_at_target,
-                pair_on=("seed", "target"),
-                names=(name, "SelectiveNet"),
+        for method, scoring, text, shown, tie_supports in against:
+
+            def theirs(r: Mapping[str, Any], m: str = method, s: str = scoring) -> bool:
+                return r.get("method") == m and r.get("scoring") == s
+
+            claims.append(Claim(
+                f"{name} {text}", mine, theirs, _risk_at_target, pair_on=("seed", "target"),
+                at_least_as_good=tie_supports, names=(name if not tie_supports else f"{name} w/o SR", shown),
                 metric_name="test selective risk at the target coverage",
-            )
-        )
-        claims.append(
-            Claim(
-                f"{name} without SR is at least as good as SelectiveNet with SR (selective risk at the target coverage)",
-                mine,
-                lambda r: r.get("method") == "SelectiveNet" and r.get("scoring") == "w/ SR",
-                _risk_at_target,
-                pair_on=("seed", "target"),
-                at_least_as_good=True,
-                names=(f"{name} w/o SR", "SelectiveNet w/ SR"),
-                metric_name="test selective risk at the target coverage",
-            )
-        )
-        claims.append(Claim(
-            f"{name} has a lower selective risk than Deep Gamblers at its target coverage (both w/o SR)",
-            mine, lambda r: r.get("method") == "DeepGamblers" and r.get("scoring") == "w/o SR",
-            _risk_at_target, pair_on=("seed", "target"), names=(name, "Deep Gamblers"),
-            metric_name="test selective risk at the target coverage"))  # fmt: skip
+            ))  # fmt: skip
     return claims
 
 
