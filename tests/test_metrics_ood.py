@@ -126,8 +126,8 @@ def test_tensor_inputs():
         (lambda: M.ood_auroc([0.1], []), "ood_confidence is empty"),
         (lambda: M.ood_aupr([0.1], [np.inf]), "ood_confidence contains 1 non-finite"),
         (lambda: M.ood_aupr([0.1], [0.2], positive="in"), "positive must be one of"),
-        (lambda: M.fpr_at_tpr([0.1], [0.2], tpr=1.0), r"tpr must lie strictly inside \(0, 1\), got 1.0"),
-        (lambda: M.fpr_at_tpr([0.1], [0.2], tpr=0.0), r"tpr must lie strictly inside \(0, 1\), got 0.0"),
+        (lambda: M.fpr_at_tpr([0.1], [0.2], tpr=1.5), r"tpr must lie in \(0, 1\], got 1.5"),
+        (lambda: M.fpr_at_tpr([0.1], [0.2], tpr=0.0), r"tpr must lie in \(0, 1\], got 0.0"),
         (lambda: M.ood_auroc([[0.1]], [0.2]), "id_confidence must be 1-D"),
     ],
 )
@@ -178,3 +178,9 @@ def test_scores_rank_ood_correctly_end_to_end():
     ood_probs = rng.dirichlet(np.ones(5) * 50, size=(40, 3))
     for score in (M.max_probability, M.negative_entropy):
         assert M.ood_auroc(score(id_probs), score(ood_probs)) == 1.0
+
+
+def test_fpr_at_full_tpr_accepts_every_id_sample():
+    """``tpr = 1``: the threshold is the smallest ID confidence (ties included); it was refused."""
+    ident, ood = np.array([0.9, 0.4, 0.7, 0.4]), np.array([0.3, 0.4, 0.5, 0.95, 0.1])
+    assert M.fpr_at_tpr(ident, ood, tpr=1.0) == np.mean(ood >= 0.4) == 0.6

@@ -155,8 +155,8 @@ def test_errors_and_reset():
         ood.update()
     with pytest.raises(ValueError, match="n_bins must be >= 1"):
         M.ECE(0)
-    with pytest.raises(ValueError, match=r"tpr must lie strictly inside \(0, 1\)"):
-        M.FPRAtTPR(1.0)
+    with pytest.raises(ValueError, match=r"tpr must lie in \(0, 1\]"):
+        M.FPRAtTPR(1.5)
     with pytest.raises(ValueError, match=r"coverage must lie in \(0, 1\]"):
         M.RiskAtCoverage(0.0)
     with pytest.raises(ValueError, match="losses must be >= 0"):

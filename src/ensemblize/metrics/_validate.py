@@ -170,9 +170,9 @@ def confidence_and_losses(confidence: object, losses: object) -> tuple[np.ndarra
     return conf, loss
 
 
-def coverage(value: object) -> float:
-    """Return ``value`` if it lies in (0, 1], else raise naming it."""
-    return check_fraction(value, name="coverage")
+def coverage(value: object, *, name: str = "coverage") -> float:
+    """Return ``value`` if it lies in (0, 1], else raise naming it (``name``)."""
+    return check_fraction(value, name=name)
 
 
 #: Largest ``n_bins`` accepted by the binned metrics (ECE, reliability): far more bins than any

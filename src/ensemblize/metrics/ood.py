@@ -71,9 +71,9 @@ def fpr_at_tpr(id_confidence: object, ood_confidence: object, tpr: float = 0.95)
     ≥ ``tpr``; with ties at ``t`` every tied sample is accepted (so the ID share can exceed
     ``tpr``). Returns ``mean(c_ood >= t)``. This is the ROC point of scikit-learn's
     ``roc_curve(is_id, confidence, drop_intermediate=False)`` at the first TPR ≥ ``tpr``.
-    ``tpr`` must lie in (0, 1).
+    ``tpr`` must lie in (0, 1]; ``tpr = 1`` accepts every ID sample (``t`` = the smallest ID confidence).
     """
-    tpr = V.open_unit(tpr, name="tpr")
+    tpr = V.coverage(tpr, name="tpr")
     c_id, c_ood = _pair(id_confidence, ood_confidence)
     k = V.count_for_fraction(tpr, len(c_id))
     t = np.sort(c_id)[::-1][k - 1]

@@ -303,7 +303,7 @@ class OODAUPR(_OOD, fn=ood_aupr):
 
 class FPRAtTPR(_OOD, fn=fpr_at_tpr):
     def __init__(self, tpr: float = 0.95) -> None:
-        V.open_unit(tpr, name="tpr")
+        V.coverage(tpr, name="tpr")
         super().__init__(tpr=tpr)
 
 
