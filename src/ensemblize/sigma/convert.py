@@ -561,6 +561,11 @@ def sigma_ensemble(
     another axis into the rows before a norm (e.g. ``bn(x.reshape(-1, C))`` on ``(B, T, C)`` tokens)
     would interleave members wrongly; transpose such a norm's input instead.
 
+    Limits: the ensemble runs under eager mode, ``torch.compile`` and ``torch.jit.trace``, not
+    ``torch.jit.script`` (its forward takes ``*args, **kwargs``). An ``nn.TransformerEncoder`` holding a
+    σNorm runs without torch's nested-tensor path, so with a padding mask the outputs at padded positions
+    are computed values rather than the zeros that path writes (unpadded positions agree).
+
     Returns:
         a :class:`SigmaEnsemble` mapping ``(B, ...)`` to ``(B, M, ...)``. Its ``settings`` record
         these keywords (``layers`` as the resolved list of converted names, also for a predicate),
