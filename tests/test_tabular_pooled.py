@@ -143,7 +143,7 @@ def test_callbacks_number_epochs_on_and_a_stop_skips_later_networks():
 
 
 def test_defaults_and_bad_values():
-    assert LoMETabClassifier().n_networks == 3 and LoMETabRegressor().n_networks == 3
+    assert LoMETabClassifier().n_networks == 3 and LoMETabRegressor().n_networks == 5
     assert TabMClassifier().n_networks == 1  # official TabM stays at its own defaults
     Xt, yt, _, _ = _cancer()
     for bad in (0, 1.5, "2"):

@@ -261,8 +261,10 @@ class LoMETabRegressor(EnsembleRegressorMixin, _LoMETabBase):
 
     # dropout 0: the regression tables' 3-seed validation rank (module docstring); max_epochs (200) and
     # patience (24) are the shared ones (the sixth and ninth rounds chose them for regression)
-    # refit_full: the fifteenth round's nested validation choice (module docstring)
-    __init__ = estimator_init({**signature_defaults(_LoMETabBase), "dropout": 0.0, "refit_full": True})
+    # refit_full: the fifteenth round's nested validation choice; n_networks 5: the sixteenth's (module docstring)
+    __init__ = estimator_init(
+        {**signature_defaults(_LoMETabBase), "dropout": 0.0, "refit_full": True, "n_networks": 5}
+    )
     # files written before the regressor lost its unused ``monitor`` hold one: load drops it
     _retired_params: ClassVar[tuple[str, ...]] = ("monitor",)
     # batch_size="auto" is 128 (not TabM's 256) up to 10k training rows: the seventh round's
