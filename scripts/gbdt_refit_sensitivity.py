@@ -13,6 +13,7 @@ reported whatever it shows. Test scores are read (that is its purpose); no defau
     OMP_NUM_THREADS=1 python scripts/gbdt_refit_sensitivity.py --fit --tables concrete,ames,wage --out F1
     OMP_NUM_THREADS=1 python scripts/gbdt_refit_sensitivity.py --fit --tables deliveries,computers,nmes --out F2
     python scripts/gbdt_refit_sensitivity.py --report F1 F2
+    python scripts/gbdt_refit_sensitivity.py --report F1 F2 --lometab runs/s23/reg-split{0,1,2}   # newer LoMETab fits
 """
 
 from __future__ import annotations
@@ -30,21 +31,13 @@ SPLITS = (0, 1, 2)
 SEEDS = (0, 1, 2)
 GBDTS = ("xgboost", "catboost")
 
-#: the refitting LoMETab regressor's published seed means (docs/results/tabular_bench.md, "Update: the
-#: regressor refits by default"): split seed -> table -> test RMSE / train std
-LOMETAB_REFIT: dict[int, dict[str, float]] = {
-    0: {"concrete": 0.2435, "ames": 0.3619, "wage": 0.9121, "nmes": 1.0154, "deliveries": 0.2728, "computers": 0.2451},
-    1: {"concrete": 0.2867, "ames": 0.2384, "wage": 0.7868, "nmes": 0.9919, "deliveries": 0.2833, "computers": 0.2556},
-    2: {"concrete": 0.2537, "ames": 0.2695, "wage": 0.8184, "nmes": 1.0055, "deliveries": 0.2693, "computers": 0.2305},
-}  # fmt: skip
-
 
 def _published():
     path = Path(__file__).with_name("report_regression_published.py")
     spec = importlib.util.spec_from_file_location("report_regression_published", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.PUBLISHED, module.BENCHMARK, module.EXTENSION
+    return module
 
 
 def fit(tables: list[str], out: Path) -> None:
@@ -69,8 +62,20 @@ def fit(tables: list[str], out: Path) -> None:
                           f"rounds {record['rounds']} cpu {record['cpu_seconds']:.1f} s", flush=True)  # fmt: skip
 
 
-def report(files: list[Path]) -> None:
-    published, benchmark, extension = _published()
+def report(files: list[Path], lometab_folders: list[str] | None = None) -> None:
+    """Rank per (table, split); LoMETab from the published refitting three-network means, or, where
+    ``lometab_folders`` (tabular-bench run folders) hold the cell, from those fits."""
+    module = _published()
+    published, benchmark, extension = module.PUBLISHED, module.BENCHMARK, module.EXTENSION
+    lometab = {s: dict(published["lometab_refit3"][s]) for s in SPLITS}
+    fresh: set[tuple[int, str]] = set()
+    for s, tables in module.new_means(lometab_folders or []).items():
+        for t, v in tables.items():
+            lometab[s][t] = v
+            fresh.add((s, t))
+    if fresh:
+        print(f"LoMETab from the run folders in {len(fresh)} cells (marked *), elsewhere its published "
+              "refitting three-network means")  # fmt: skip
     values: dict[tuple[str, int, str], list[float]] = defaultdict(list)
     cpu: dict[str, float] = defaultdict(float)
     for f in files:
@@ -89,10 +94,11 @@ def report(files: list[Path]) -> None:
             if any(len(values.get((m, s, t), [])) != len(SEEDS) for m in GBDTS):
                 continue
             refit = {m: float(np.mean(values[m, s, t])) for m in GBDTS}
-            row = {"lometab": LOMETAB_REFIT[s][t], "tabm": published["tabm"][s][t], **refit}
+            row = {"lometab": lometab[s][t], "tabm": published["tabm"][s][t], **refit}
             ranks = dict(zip(row, rankdata(list(row.values())), strict=True))
             cells[s, t] = ranks
-            print(f"| {s} | {t} | {row['lometab']:.4f} | {row['tabm']:.4f} | "
+            mark = "*" if (s, t) in fresh else ""
+            print(f"| {s} | {t} | {row['lometab']:.4f}{mark} | {row['tabm']:.4f} | "
                   + " | ".join(f"{refit[m]:.4f} ({published[m][s][t]:.4f})" for m in GBDTS)
                   + f" | {ranks['lometab']:g} |")  # fmt: skip
     for name, tables in (("benchmark (3 tables)", benchmark), ("extension (3 tables)", extension),
@@ -111,11 +117,13 @@ def main() -> None:
     parser.add_argument("--tables", default="concrete,ames,wage")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--report", nargs="*", type=Path)
+    parser.add_argument("--lometab", nargs="*", default=[],
+                        help="tabular-bench run folders whose LoMETab fits replace its published means")  # fmt: skip
     args = parser.parse_args()
     if args.fit:
         fit(args.tables.split(","), args.out)
     if args.report:
-        report(args.report)
+        report(args.report, args.lometab)
 
 
 if __name__ == "__main__":
