@@ -161,6 +161,33 @@ def test_sequence_first_attention_that_would_mix_members_is_refused_at_forward()
     assert bad(x).shape[1] == 3
 
 
+def test_a_hand_built_ensemble_gets_the_same_guards():
+    """SigmaEnsemble around convert_norms' output: the attention row check (once per layer, however
+    many wrappers), the sequence-first transformer refusal and the fast-path switch, as sigma_ensemble."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 5, 8)
+    backbone = _Attention(False).eval()
+    names = ez.sigma.convert_norms(backbone, members=3, noise=1.0)
+    ens = ez.sigma.SigmaEnsemble(backbone, 3, names).eval()
+    with pytest.raises(ValueError, match=r"att is a sequence-first nn.MultiheadAttention .* 12 rows"):
+        ens(x)
+    again = ez.sigma.SigmaEnsemble(backbone, 3, names)
+    assert len(backbone.att._forward_pre_hooks) == 1 and again.backbone is backbone
+    good = _Attention(True).eval()
+    ref = ez.sigma_ensemble(good, members=3, noise=1.0, seed=0).eval()
+    hand = _Attention(True).eval()
+    hand.load_state_dict(good.state_dict())
+    gen = torch.Generator().manual_seed(0)
+    ez.sigma.SigmaEnsemble(hand, 3, ez.sigma.convert_norms(hand, members=3, noise=1.0, generator=gen))
+    assert torch.equal(ez.sigma.SigmaEnsemble(hand, 3, ["ln"]).eval()(x), ref(x))
+    seq_first = nn.TransformerEncoderLayer(8, 2, 16, batch_first=False)
+    with pytest.raises(ValueError, match=r"sequence-first TransformerEncoderLayer"):
+        ez.sigma.SigmaEnsemble(seq_first, 2, ez.sigma.convert_norms(seq_first, members=2))
+    layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, dropout=0.0)
+    ez.sigma.SigmaEnsemble(layer, 2, ez.sigma.convert_norms(layer, members=2))
+    assert layer.activation_relu_or_gelu == 0  # torch's fused path would skip the σNorm gates
+
+
 def test_pooled_running_statistics_and_dropped_parametrizations_are_named():
     """A tracking InstanceNorm after a σNorm pools running statistics over all members (with or
     without its own affine); a parametrization on a converted norm is not carried over."""

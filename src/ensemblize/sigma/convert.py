@@ -465,7 +465,10 @@ class SigmaEnsemble(nn.Module):
     σNorm layers), ``settings`` (the :func:`sigma_ensemble` keywords that made it — ``members``,
     ``noise``, ``seed``, ``gate_init``, ``layers`` — a JSON-ready dict that
     :func:`ensemblize.save_ensemble` writes; built directly, ``noise``/``seed``/``gate_init`` are
-    ``None`` (unknown) and ``layers`` is ``converted``).
+    ``None`` (unknown) and ``layers`` is ``converted``). Built directly (e.g. around
+    :func:`convert_norms`' output) it gets :func:`sigma_ensemble`'s guards on the backbone: a
+    sequence-first transformer layer holding a σNorm is refused, torch's transformer fast path is
+    switched off where a σNorm sits, and sequence-first attention gets the row check below.
 
     Row check: during ``forward`` every σNorm layer must see exactly ``B·M`` rows on axis 0 (the
     batch with the member axis folded in, member order intact). Anything else — tokens or patches
@@ -495,6 +498,10 @@ class SigmaEnsemble(nn.Module):
         self.converted = list(converted)
         defaults = {"members": self.members, "noise": None, "seed": None, "gate_init": None}
         self.settings: dict[str, Any] = {**defaults, "layers": list(self.converted), **(settings or {})}
+        # also for an ensemble built by hand around convert_norms' output: the same guards as sigma_ensemble
+        _refuse_sequence_first_transformers(backbone)
+        _no_transformer_fast_path(backbone)
+        _check_sequence_first_attention(backbone)
 
     def extra_repr(self) -> str:
         return f"members={self.members}, sigma_norm_layers={len(self.converted)}"
@@ -632,9 +639,6 @@ def sigma_ensemble(
         "gate_init": gate_init,
         "layers": None if layers is None else list(converted),
     }
-    _refuse_sequence_first_transformers(backbone)
-    _no_transformer_fast_path(backbone)
-    _check_sequence_first_attention(backbone)
     ens = SigmaEnsemble(backbone, members, converted, settings=settings)
     ens.training = model.training  # the wrapper's flag only: each layer keeps its own
     return ens
@@ -678,9 +682,16 @@ def _check_sequence_first_attention(backbone: nn.Module) -> None:
     """
     for name, module in backbone.named_modules():
         if isinstance(module, nn.MultiheadAttention) and not module.batch_first:
+            if getattr(module, _ROWS_HOOKED, False):  # a second SigmaEnsemble around the same backbone
+                continue
             module.register_forward_pre_hook(
                 functools.partial(_sequence_first_rows, name=name or "(the model)"), with_kwargs=True
             )
+            setattr(module, _ROWS_HOOKED, True)
+
+
+_ROWS_HOOKED = "_ensemblize_rows_hooked"
+"""Attribute marking an attention layer that already carries the row check (one hook per layer)."""
 
 
 def _sequence_first_rows(module: nn.Module, args: tuple, kwargs: dict, *, name: str) -> None:
