@@ -13,6 +13,7 @@ LoMETab's exact — a difference under 0.00005 can rank either way. Reporting on
     python scripts/report_regression_published.py runs/s16/reg-split0 runs/s16/reg-split1 runs/s16/reg-split2
     python scripts/report_regression_published.py --published-lometab   # the published default (a check)
     python scripts/report_regression_published.py --was lometab_refit3 runs/s23/reg-split{0,1,2}   # vs refit, 3 networks
+    python scripts/report_regression_published.py --was lometab_refit3 --fill runs/s23/reg-split{0,1,2}   # all six
 """
 
 from __future__ import annotations
@@ -96,15 +97,26 @@ def main() -> None:
     parser.add_argument("--published-lometab", action="store_true", help="rank the published default instead")
     parser.add_argument("--was", choices=FORMER, default="lometab",
                         help="the published LoMETab default shown in brackets (and ranked by --published-lometab)")  # fmt: skip
+    parser.add_argument("--fill", action="store_true",
+                        help="cells the folders lack take the --was default's published means (marked *)")  # fmt: skip
     args = parser.parse_args()
     lometab = PUBLISHED[args.was] if args.published_lometab else new_means(args.folders)
+    filled = set()
+    if args.fill and not args.published_lometab:
+        lometab = {s: dict(lometab.get(s, {})) for s in SPLITS}
+        for s in SPLITS:
+            for t, v in PUBLISHED[args.was][s].items():
+                if t not in lometab[s]:
+                    lometab[s][t] = v
+                    filled.add((s, t))
     cells = ranks_of(lometab)
     methods = ("lometab", *FIELD)
     print("| split | table | LoMETab (published default) | " + " | ".join(FIELD) + " | LoMETab rank |")
     print("|---|---|---|---|---|---|---|")
     for (s, t), r in cells.items():
         was = PUBLISHED[args.was][s][t]
-        print(f"| {s} | {t} | {lometab[s][t]:.4f} ({was:.4f}) | "
+        mark = "*" if (s, t) in filled else ""
+        print(f"| {s} | {t} | {lometab[s][t]:.4f}{mark} ({was:.4f}) | "
               + " | ".join(f"{PUBLISHED[m][s][t]:.4f}" for m in FIELD) + f" | {r['lometab']:g} |")  # fmt: skip
     for name, tables in (("benchmark (3 tables)", BENCHMARK), ("extension (3 tables)", EXTENSION),
                          ("all six", (*BENCHMARK, *EXTENSION))):  # fmt: skip
