@@ -177,9 +177,9 @@ def test_a_hand_built_ensemble_gets_the_same_guards():
     ref = ez.sigma_ensemble(good, members=3, noise=1.0, seed=0).eval()
     hand = _Attention(True).eval()
     hand.load_state_dict(good.state_dict())
-    gen = torch.Generator().manual_seed(0)
-    ez.sigma.SigmaEnsemble(hand, 3, ez.sigma.convert_norms(hand, members=3, noise=1.0, generator=gen))
-    assert torch.equal(ez.sigma.SigmaEnsemble(hand, 3, ["ln"]).eval()(x), ref(x))
+    gen = torch.Generator().manual_seed(0)  # sigma_ensemble's seed=0 draws the same gate noise
+    hand_names = ez.sigma.convert_norms(hand, members=3, noise=1.0, generator=gen)
+    assert torch.equal(ez.sigma.SigmaEnsemble(hand, 3, hand_names).eval()(x), ref(x))
     seq_first = nn.TransformerEncoderLayer(8, 2, 16, batch_first=False)
     with pytest.raises(ValueError, match=r"sequence-first TransformerEncoderLayer"):
         ez.sigma.SigmaEnsemble(seq_first, 2, ez.sigma.convert_norms(seq_first, members=2))

@@ -682,16 +682,14 @@ def _check_sequence_first_attention(backbone: nn.Module) -> None:
     """
     for name, module in backbone.named_modules():
         if isinstance(module, nn.MultiheadAttention) and not module.batch_first:
-            if getattr(module, _ROWS_HOOKED, False):  # a second SigmaEnsemble around the same backbone
+            hooked = any(
+                getattr(h, "func", None) is _sequence_first_rows for h in module._forward_pre_hooks.values()
+            )
+            if hooked:  # a second SigmaEnsemble around the same backbone: one check per layer
                 continue
             module.register_forward_pre_hook(
                 functools.partial(_sequence_first_rows, name=name or "(the model)"), with_kwargs=True
             )
-            setattr(module, _ROWS_HOOKED, True)
-
-
-_ROWS_HOOKED = "_ensemblize_rows_hooked"
-"""Attribute marking an attention layer that already carries the row check (one hook per layer)."""
 
 
 def _sequence_first_rows(module: nn.Module, args: tuple, kwargs: dict, *, name: str) -> None:
