@@ -67,12 +67,7 @@ def report(files: list[Path], lometab_folders: list[str] | None = None) -> None:
     ``lometab_folders`` (tabular-bench run folders) hold the cell, from those fits."""
     module = _published()
     published, benchmark, extension = module.PUBLISHED, module.BENCHMARK, module.EXTENSION
-    lometab = {s: dict(published["lometab_refit3"][s]) for s in SPLITS}
-    fresh: set[tuple[int, str]] = set()
-    for s, tables in module.new_means(lometab_folders or []).items():
-        for t, v in tables.items():
-            lometab[s][t] = v
-            fresh.add((s, t))
+    lometab, fresh = module.overlay(published["lometab_refit3"], module.new_means(lometab_folders or []))
     if fresh:
         print(f"LoMETab from the run folders in {len(fresh)} cells (marked *), elsewhere its published "
               "refitting three-network means")  # fmt: skip

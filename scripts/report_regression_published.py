@@ -79,6 +79,17 @@ def new_means(folders: list[str]) -> dict[int, dict[str, float]]:
     return out
 
 
+def overlay(
+    base: dict[int, dict[str, float]], new: dict[int, dict[str, float]]
+) -> tuple[dict[int, dict[str, float]], set]:
+    """``base``'s cells with ``new``'s where it has them; also the (split, table) cells taken from ``new``."""
+    merged = {s: dict(base.get(s, {})) for s in SPLITS}
+    fresh = {(s, t) for s, tables in new.items() for t in tables}
+    for s, t in fresh:
+        merged[s][t] = new[s][t]
+    return merged, fresh
+
+
 def ranks_of(lometab: dict[int, dict[str, float]]) -> dict[tuple[int, str], dict[str, float]]:
     """(split, table) -> method -> rank of 4 (1 = lowest RMSE, ties share), where LoMETab has the cell."""
     cells = {}
@@ -103,12 +114,8 @@ def main() -> None:
     lometab = PUBLISHED[args.was] if args.published_lometab else new_means(args.folders)
     filled = set()
     if args.fill and not args.published_lometab:
-        lometab = {s: dict(lometab.get(s, {})) for s in SPLITS}
-        for s in SPLITS:
-            for t, v in PUBLISHED[args.was][s].items():
-                if t not in lometab[s]:
-                    lometab[s][t] = v
-                    filled.add((s, t))
+        lometab, fresh = overlay(PUBLISHED[args.was], lometab)
+        filled = {(s, t) for s in SPLITS for t in lometab[s]} - fresh
     cells = ranks_of(lometab)
     methods = ("lometab", *FIELD)
     print("| split | table | LoMETab (published default) | " + " | ".join(FIELD) + " | LoMETab rank |")
